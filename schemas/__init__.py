@@ -1,0 +1,1 @@
+"""Plain, versioned data that crosses every durable boundary. Imports nothing of ours."""

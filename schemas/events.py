@@ -1,0 +1,131 @@
+"""Timeline events: the record of everything an agent does, in `seq` order.
+
+Evolving this schema: add optional fields with defaults and new event types only; never
+rename, retype or remove a field, and never reuse a tag. Old payloads must keep decoding
+(tests hold a set of them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from schemas.chat import ToolCall
+from schemas.harness import ToolStatus
+from schemas.model import Usage
+
+Outcome = Literal["succeeded", "stopped", "failed", "parked", "superseded"]
+
+
+class TurnStarted(msgspec.Struct, frozen=True, tag="turn_started"):
+    text: str
+    spec_kind: str
+    spec_version: int
+    parent: str | None = None
+
+
+class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
+    """A message arrived while a turn was in progress; it runs when that turn ends."""
+
+    text: str
+
+
+class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
+    model: str
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+
+
+class ToolCalled(msgspec.Struct, frozen=True, tag="tool_called"):
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
+    call_id: str
+    name: str
+    status: ToolStatus
+    content: str
+
+
+class ChildSpawned(msgspec.Struct, frozen=True, tag="child_spawned"):
+    call_id: str
+    child: str
+    task: str
+
+
+class ChildReported(msgspec.Struct, frozen=True, tag="child_finished"):
+    call_id: str
+    child: str
+    outcome: str
+    reply: str
+
+
+class Waiting(msgspec.Struct, frozen=True, tag="waiting"):
+    pending: tuple[str, ...]
+
+
+class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
+    outcome: Outcome
+    reply: str = ""
+    reason: str = ""
+    """For a failed turn: one sentence saying what went wrong."""
+
+
+EventBody = (
+    TurnStarted
+    | MessageQueued
+    | ModelMessage
+    | ToolCalled
+    | ToolFinished
+    | ChildSpawned
+    | ChildReported
+    | Waiting
+    | TurnEnded
+)
+
+
+class Event(msgspec.Struct, frozen=True):
+    agent: str
+    seq: int
+    """Per agent: starts at 1, never repeats, never skips."""
+    turn: int
+    round: int
+    at: datetime
+    """When the event was recorded, taken from the Restate context."""
+    body: EventBody
+
+
+class TimelineQuery(msgspec.Struct, frozen=True):
+    after_seq: int = 0
+    limit: int = 100
+
+
+class TimelinePage(msgspec.Struct, frozen=True):
+    events: tuple[Event, ...]
+    last_seq: int
+    """The agent's newest seq, so a reader knows whether more is there."""
+
+
+AgentState = Literal["idle", "running", "waiting"]
+
+
+class AgentStatus(msgspec.Struct, frozen=True):
+    address: str
+    state: AgentState
+    turn: int = 0
+    last_seq: int = 0
+    last_outcome: Outcome | None = None
+    queued: int = 0
+
+
+class WakeResult(msgspec.Struct, frozen=True):
+    """What the `wake` handler answers once the wake's work is done."""
+
+    status: AgentStatus
+    reply: str = ""
+    """The final reply, when this wake ended a turn that succeeded."""

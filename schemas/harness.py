@@ -1,0 +1,106 @@
+"""The harness protocol: commands the harness yields, results the driver sends back,
+and the turn state that survives between wakes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from schemas.chat import ChatMessage, ToolCall
+from schemas.model import ModelReply, ModelRequest
+from schemas.spec import AgentSpec
+from schemas.wake import ParentRef
+
+# --- commands -----------------------------------------------------------------------
+
+
+class CallModel(msgspec.Struct, frozen=True, tag="call_model"):
+    request: ModelRequest
+
+
+class CallTool(msgspec.Struct, frozen=True, tag="call_tool"):
+    call: ToolCall
+    idempotency_key: str
+    """Agent, turn and call id: a side-effecting tool runs at most once per key."""
+
+
+class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
+    call: ToolCall
+    child: str
+    task: str
+    depth: int
+
+
+class Refuse(msgspec.Struct, frozen=True, tag="refuse"):
+    """A call the harness will not run (unknown or ungranted tool); it is recorded."""
+
+    call: ToolCall
+    reason: str
+
+
+class Wait(msgspec.Struct, frozen=True, tag="wait"):
+    """End the wake; the turn continues when every pending child has reported."""
+
+    pending: tuple[str, ...]
+
+
+class Reply(msgspec.Struct, frozen=True, tag="reply"):
+    """The turn succeeded with this final text."""
+
+    text: str
+
+
+class Fail(msgspec.Struct, frozen=True, tag="fail"):
+    """The turn failed; `reason` is one sentence for a person."""
+
+    reason: str
+
+
+Command = CallModel | CallTool | Spawn | Refuse | Wait | Reply | Fail
+
+# --- results ------------------------------------------------------------------------
+
+ToolStatus = Literal["ok", "error", "unknown"]
+
+
+class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
+    call_id: str
+    name: str
+    status: ToolStatus
+    """`unknown`: the process died while the tool ran, and it is not run again."""
+    content: str
+
+
+class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
+    child: str
+
+
+class Ack(msgspec.Struct, frozen=True, tag="ack"):
+    pass
+
+
+Result = ModelReply | ToolResult | Spawned | Ack
+
+# --- state --------------------------------------------------------------------------
+
+
+class PendingChild(msgspec.Struct, frozen=True):
+    address: str
+    call_id: str
+
+
+class TurnState(msgspec.Struct, frozen=True):
+    """Everything a turn needs to continue in a later wake."""
+
+    number: int
+    spec: AgentSpec
+    """The spec the turn started with; a later publish affects the next turn only."""
+    messages: tuple[ChatMessage, ...]
+    """This turn's messages, starting with the user's."""
+    round: int = 0
+    pending: tuple[PendingChild, ...] = ()
+    spawned: int = 0
+    waiting: bool = False
+    parent: ParentRef | None = None
+    depth: int = 0

@@ -1,0 +1,54 @@
+"""Wakes: what arrives at an agent and makes it do some work.
+
+A wake is the input of the agent's exclusive `wake` handler. Restate's serializer takes
+one Struct per value, so the union travels inside `WakeEnvelope`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.spec import AgentSpec
+
+
+class ParentRef(msgspec.Struct, frozen=True):
+    """Where a child reports back: the parent's address, turn and the spawning call."""
+
+    address: str
+    turn: int
+    call_id: str
+
+
+class Message(msgspec.Struct, frozen=True, tag="message"):
+    """A user message. It starts a turn, or queues behind the turn in progress."""
+
+    text: str
+    spec: AgentSpec | None = None
+    """The spec to run this turn with; required for an agent's first message."""
+    parent: ParentRef | None = None
+    """Set when a parent spawned this agent; the turn's end is reported there."""
+    depth: int = 0
+    """0 for agents addressed from outside, parent's depth + 1 for children."""
+
+
+class ChildFinished(msgspec.Struct, frozen=True, tag="child_finished"):
+    """A child's turn ended; `reply` is its final text (or why it failed)."""
+
+    child: str
+    turn: int
+    call_id: str
+    outcome: str
+    reply: str
+
+
+class Timer(msgspec.Struct, frozen=True, tag="timer"):
+    """A delayed send the agent made to itself."""
+
+    name: str
+
+
+Wake = Message | ChildFinished | Timer
+
+
+class WakeEnvelope(msgspec.Struct, frozen=True):
+    wake: Wake

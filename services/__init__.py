@@ -1,0 +1,1 @@
+"""teaspill services: one package per role."""

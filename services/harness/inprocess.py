@@ -1,0 +1,65 @@
+"""Run a turn in process, without Restate: for unit tests and quick experiments.
+
+The same generator runs durably under the agent's driver; here each command is answered
+by plain functions, and the commands are collected so a test can read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from schemas.harness import (
+    Ack,
+    CallModel,
+    CallTool,
+    Command,
+    Result,
+    Spawn,
+    Spawned,
+    ToolResult,
+    TurnState,
+)
+from schemas.model import ModelReply, ModelRequest
+from services.harness.loop import TurnInput, run_turn
+
+Model = Callable[[ModelRequest], ModelReply]
+ToolRunner = Callable[[CallTool], ToolResult]
+
+
+def echo_tool(command: CallTool) -> ToolResult:
+    call = command.call
+    return ToolResult(call.id, call.name, "ok", f"{call.name} ran with {call.arguments}")
+
+
+@dataclass
+class Recording:
+    commands: list[Command] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    final: TurnState | None = None
+
+
+def run_in_process(given: TurnInput, model: Model, tool: ToolRunner = echo_tool) -> Recording:
+    recording = Recording()
+    turn = run_turn(given)
+    try:
+        command = next(turn)
+        while True:
+            recording.commands.append(command)
+            result = _answer(command, model, tool)
+            recording.results.append(result)
+            command = turn.send(result)
+    except StopIteration as stop:
+        recording.final = stop.value
+    return recording
+
+
+def _answer(command: Command, model: Model, tool: ToolRunner) -> Result:
+    match command:
+        case CallModel(request=request):
+            return model(request)
+        case CallTool():
+            return tool(command)
+        case Spawn(child=child):
+            return Spawned(child)
+    return Ack()

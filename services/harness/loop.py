@@ -1,0 +1,190 @@
+"""The built-in tool-calling loop.
+
+`run_turn` is a generator: it yields a command, the driver performs it and sends back the
+result, and so on until the turn replies, fails or waits. It returns the `TurnState` to
+keep for the next wake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import msgspec
+
+from schemas.address import child_address, parse_address
+from schemas.chat import ChatMessage, ToolCall, ToolDefinition
+from schemas.harness import (
+    CallModel,
+    CallTool,
+    Command,
+    Fail,
+    PendingChild,
+    Refuse,
+    Reply,
+    Result,
+    Spawn,
+    Spawned,
+    ToolResult,
+    TurnState,
+    Wait,
+)
+from schemas.model import ModelReply, ModelRequest
+from schemas.wake import ChildFinished
+from services.harness.builtins import BUILTIN_DEFINITIONS, SPAWN, WAIT
+
+Turn = Generator[Command, Result, TurnState]
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    address: str
+    turn: TurnState
+    history: tuple[ChatMessage, ...]
+    """Messages of earlier turns, oldest first."""
+    tools: tuple[ToolDefinition, ...]
+    """Definitions of the granted tools the registry knows (built-ins are added here)."""
+
+
+def run_turn(given: TurnInput) -> Turn:
+    turn = given.turn
+    if turn.waiting:
+        if turn.pending:
+            yield Wait(tuple(child.address for child in turn.pending))
+            return turn
+        turn = _resume(turn)
+    while True:
+        if turn.round >= turn.spec.limits.max_rounds:
+            yield Fail(
+                f"The turn used all {turn.spec.limits.max_rounds} rounds its spec allows "
+                "without reaching a final reply."
+            )
+            return turn
+        turn = msgspec.structs.replace(turn, round=turn.round + 1)
+        reply = yield CallModel(_model_request(given, turn))
+        assert isinstance(reply, ModelReply)
+        turn = _append(turn, reply.message)
+        if not reply.message.tool_calls:
+            yield Reply(reply.message.content)
+            return turn
+        turn, wait_asked = yield from _run_calls(given, turn, reply.message.tool_calls)
+        if wait_asked and turn.pending:
+            yield Wait(tuple(child.address for child in turn.pending))
+            return msgspec.structs.replace(turn, waiting=True)
+
+
+def child_reported(turn: TurnState, report: ChildFinished) -> TurnState:
+    """Record a child's report on the turn that spawned it."""
+    pending = tuple(c for c in turn.pending if c.address != report.child)
+    message = ChatMessage(
+        role="tool",
+        name="child_finished",
+        tool_call_id=report.call_id,
+        content=f"Helper {report.child} finished ({report.outcome}): {report.reply}",
+    )
+    return msgspec.structs.replace(turn, pending=pending, messages=(*turn.messages, message))
+
+
+def is_pending(turn: TurnState, child: str) -> bool:
+    return any(c.address == child for c in turn.pending)
+
+
+def _resume(turn: TurnState) -> TurnState:
+    wait_call = _last_call(turn, WAIT)
+    note = ChatMessage(
+        role="tool",
+        name=WAIT,
+        tool_call_id=wait_call.id if wait_call else None,
+        content="Every helper has replied; their replies are above.",
+    )
+    return msgspec.structs.replace(turn, waiting=False, messages=(*turn.messages, note))
+
+
+def _last_call(turn: TurnState, name: str) -> ToolCall | None:
+    for message in reversed(turn.messages):
+        for call in message.tool_calls:
+            if call.name == name:
+                return call
+    return None
+
+
+def _run_calls(
+    given: TurnInput, turn: TurnState, calls: tuple[ToolCall, ...]
+) -> Generator[Command, Result, tuple[TurnState, bool]]:
+    granted = {tool.name for tool in _definitions(given, turn)}
+    wait_asked = False
+    for index, call in enumerate(calls):
+        if call.name not in granted:
+            reason = _refusal(call, granted)
+            yield Refuse(call, reason)
+            turn = _append(turn, _tool_message(call, reason))
+        elif call.name == WAIT:
+            wait_asked = True
+            if not turn.pending:
+                turn = _append(turn, _tool_message(call, "There are no helpers to wait for."))
+        elif call.name == SPAWN:
+            turn = yield from _spawn(given, turn, call, index)
+        else:
+            result = yield CallTool(call, _idempotency_key(given.address, turn, call))
+            assert isinstance(result, ToolResult)
+            turn = _append(turn, _tool_message(call, result.content))
+    return turn, wait_asked
+
+
+def _spawn(
+    given: TurnInput, turn: TurnState, call: ToolCall, index: int
+) -> Generator[Command, Result, TurnState]:
+    limits = turn.spec.limits
+    task = call.arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        problem = "spawn_agent needs a non-empty string `task`."
+    elif turn.spawned >= limits.max_children:
+        problem = f"This turn has already started its limit of {limits.max_children} helpers."
+    elif turn.depth + 1 > limits.max_depth:
+        problem = f"Helpers may not be nested deeper than {limits.max_depth} levels."
+    else:
+        child = str(child_address(parse_address(given.address), turn.number, turn.round, index))
+        result = yield Spawn(call, child, task, turn.depth + 1)
+        assert isinstance(result, Spawned)
+        pending = (*turn.pending, PendingChild(child, call.id))
+        turn = msgspec.structs.replace(turn, pending=pending, spawned=turn.spawned + 1)
+        note = f"Started helper {child}. Its reply will arrive later; call `wait` to pause for it."
+        return _append(turn, _tool_message(call, note))
+    yield Refuse(call, problem)
+    return _append(turn, _tool_message(call, problem))
+
+
+def _refusal(call: ToolCall, granted: set[str]) -> str:
+    available = ", ".join(sorted(granted)) or "none"
+    return f"There is no tool named {call.name!r} you can call. Tools you can call: {available}."
+
+
+def _definitions(given: TurnInput, turn: TurnState) -> tuple[ToolDefinition, ...]:
+    granted = set(turn.spec.tools)
+    tools = [tool for tool in given.tools if tool.name in granted]
+    if turn.spec.can_spawn:
+        tools.extend(BUILTIN_DEFINITIONS)
+    return tuple(sorted(tools, key=lambda tool: tool.name))
+
+
+def _model_request(given: TurnInput, turn: TurnState) -> ModelRequest:
+    system = ChatMessage(role="system", content=turn.spec.instructions)
+    return ModelRequest(
+        model=turn.spec.model,
+        messages=(system, *given.history, *turn.messages),
+        tools=_definitions(given, turn),
+        max_tokens=turn.spec.limits.max_tokens,
+        call_key=f"{given.address}/t{turn.number}/r{turn.round}",
+    )
+
+
+def _idempotency_key(address: str, turn: TurnState, call: ToolCall) -> str:
+    return f"{address}/t{turn.number}/r{turn.round}/{call.id}"
+
+
+def _tool_message(call: ToolCall, content: str) -> ChatMessage:
+    return ChatMessage(role="tool", name=call.name, tool_call_id=call.id, content=content)
+
+
+def _append(turn: TurnState, message: ChatMessage) -> TurnState:
+    return msgspec.structs.replace(turn, messages=(*turn.messages, message))

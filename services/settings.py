@@ -1,0 +1,54 @@
+"""Settings, read from `TEASPILL_*` environment variables.
+
+`TEASPILL_HOME` relocates all state (Restate's data, SQLite files, logs, ledgers), so two
+stacks on one machine stay apart when they use different homes and ports.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEASPILL_", frozen=True)
+
+    home: Path = Field(default=Path(".teaspill"), description="Where all state lives.")
+    ingress_port: int = Field(default=8080, description="Restate ingress (loopback only).")
+    admin_port: int = Field(default=9070, description="Restate admin API (loopback only).")
+    node_port: int = Field(default=5122, description="Restate node-to-node port.")
+    endpoint_port: int = Field(default=9080, description="The service endpoint Restate calls.")
+    model_path: Path | None = Field(
+        default=None,
+        description="GGUF file for the `smollm2` model; default: the bundled SmolLM2-135M.",
+    )
+    model_threads: int = Field(default=2, ge=1, description="CPU threads per loaded model.")
+    model_context: int = Field(default=4096, ge=512, description="Context window in tokens.")
+    tool_modules: tuple[str, ...] = Field(
+        default=(),
+        description="Extra modules whose `TOOLS` list is added to the tool registry.",
+    )
+    model_modules: tuple[str, ...] = Field(
+        default=(),
+        description="Extra modules whose `MODELS` mapping is added to the model registry.",
+    )
+
+    @property
+    def ingress_url(self) -> str:
+        return f"http://127.0.0.1:{self.ingress_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.endpoint_port}"
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return Settings()

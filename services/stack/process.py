@@ -1,0 +1,185 @@
+"""A child process of the stack: own process group, log file, health wait, stop and kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+LOG_TAIL_LINES = 15
+
+
+class StackError(RuntimeError):
+    """A part of the stack could not start, register or stop; the message says what and why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_in_use(port: int, grace: float = 3.0) -> bool:
+    """Whether something still listens on 127.0.0.1:port after `grace` seconds.
+
+    SO_REUSEADDR matches what restate-server and hypercorn do, so a socket in TIME_WAIT
+    from a previous run does not count as in use. The grace covers a process killed a
+    moment ago whose sockets the kernel is still closing.
+    """
+    deadline = time.monotonic() + grace
+    while _bound(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _bound(port)
+
+
+def _bound(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ManagedProcess:
+    """One child process, started in its own session so that `kill` reaches all of it
+    (for example hypercorn's worker) and nothing else."""
+
+    def __init__(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def spawn(self) -> None:
+        if self.running:
+            raise StackError(f"{self.name} is already running (pid {self.pid}).")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._log.write(f"--- teaspill starts: {' '.join(self.argv)}\n".encode())
+        self._log.flush()
+        self._proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll `ready` until true; a sentence if the process exits or time runs out first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                self._close_log()
+                raise self._error(
+                    f"{self.name} exited with code {self._returncode()} before it could {what}"
+                )
+            if ready():
+                return
+            time.sleep(0.1)
+        raise self._error(f"{self.name} did not {what} within {timeout:g} s")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, then wait; a process that ignores it is killed and reported."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._close_log()
+            return
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise StackError(
+                f"{self.name} did not stop within {timeout:g} s of SIGTERM and was killed;"
+                f" see {self.log_path}."
+            ) from None
+        _wait_group_gone(self._proc.pid)
+        self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, then reap the leader."""
+        if self._proc is None:
+            return
+        # returncode is None until the leader is reaped, so its pid (the group id) cannot
+        # have been reused by an unrelated process yet.
+        if self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        _wait_group_gone(self._proc.pid)
+        self._close_log()
+
+    def _returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode
+
+    def _error(self, what: str) -> StackError:
+        tail = log_tail(self.log_path)
+        more = f"; its last log lines:\n{tail}" if tail else ""
+        return StackError(f"{what}; see {self.log_path}{more}")
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _wait_group_gone(pgid: int, timeout: float = 5.0) -> None:
+    """Wait until no process of the group is left alive, so that its ports are free again.
+
+    The leader is reaped first; its children (hypercorn's worker) may still be exiting.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still alive, zombies aside: orphans are reaped by
+    PID 1, which can take seconds, and a zombie holds no port."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            # After "pid (comm)": state, ppid, pgrp, ...
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(pgrp) == pgid and state != "Z":
+            return True
+    return False

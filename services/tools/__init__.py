@@ -1,0 +1,1 @@
+"""Tools: a name, a description, a JSON Schema and a call."""

@@ -1,0 +1,53 @@
+"""What a tool is, and what it is given when it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from schemas.chat import ToolDefinition
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    agent: str
+    idempotency_key: str
+    """Agent, turn, round and call id. A side effect keyed by it must happen at most once."""
+    home: Path
+    """The data directory; a tool keeps its files below it."""
+
+
+class Tool(Protocol):
+    @property
+    def definition(self) -> ToolDefinition: ...
+
+    @property
+    def effects(self) -> bool:
+        """True when calling the tool changes something outside the agent.
+
+        Such a call runs at most once per idempotency key: if the process dies while it
+        runs, it is not run again and the model is told that its outcome is unknown.
+        """
+        ...
+
+    def call(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        """Run the tool; raise `ToolError` (or any exception) to report a failure."""
+        ...
+
+
+class ToolError(Exception):
+    """A failure the tool explains in a sentence meant for the model."""
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    """A tool made of a plain function."""
+
+    definition: ToolDefinition
+    function: Callable[[dict[str, Any], ToolContext], str] = field(repr=False)
+    effects: bool = False
+
+    def call(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        return self.function(arguments, context)

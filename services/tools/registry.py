@@ -1,0 +1,70 @@
+"""The tool registry: finds a tool by name and runs it inside a journaled step."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from schemas.chat import ToolCall, ToolDefinition
+from schemas.harness import ToolResult, ToolStatus
+from services.tools.base import Tool, ToolContext, ToolError
+from services.tools.builtin import BUILTIN_TOOLS
+from services.tools.effects import EffectLedger
+
+RESULT_LIMIT = 16_000
+"""Tool results are cut to about this many characters before the model sees them."""
+
+UNKNOWN_OUTCOME = (
+    "The process running this tool stopped before the tool finished, so it may or may not "
+    "have taken effect. It was not run again."
+)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool], home: Path) -> None:
+        self._tools = {tool.definition.name: tool for tool in tools}
+        self._home = home
+        self._ledger = EffectLedger(home / "effects.db")
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
+
+    def run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
+        """Run one call. Never raises for the tool's own failures: they become results."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return _result(call, "error", f"No tool named {call.name!r} is installed.")
+        if not tool.effects:
+            return self._call(tool, call, ToolContext(agent, key, self._home))
+        prior = self._ledger.begin(key)
+        if prior is not None:
+            if prior.state == "started":
+                return _result(call, "unknown", UNKNOWN_OUTCOME)
+            return _result(call, "ok" if prior.status == "ok" else "error", prior.content or "")
+        result = self._call(tool, call, ToolContext(agent, key, self._home))
+        self._ledger.finish(key, result.status, result.content)
+        return result
+
+    def _call(self, tool: Tool, call: ToolCall, context: ToolContext) -> ToolResult:
+        try:
+            return _result(call, "ok", tool.call(call.arguments, context))
+        except ToolError as error:
+            return _result(call, "error", str(error))
+        except Exception as error:  # noqa: BLE001 - a tool's crash is reported to the model
+            return _result(call, "error", f"{call.name} failed: {type(error).__name__}: {error}")
+
+
+def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
+    if len(content) > RESULT_LIMIT:
+        cut = len(content) - RESULT_LIMIT
+        content = f"{content[:RESULT_LIMIT]}\n[... {cut} more characters cut ...]"
+    return ToolResult(call_id=call.id, name=call.name, status=status, content=content)
+
+
+def load_tools(home: Path, modules: Iterable[str] = ()) -> ToolRegistry:
+    """The built-in tools plus the `TOOLS` list of each named module."""
+    tools: list[Tool] = list(BUILTIN_TOOLS)
+    for name in modules:
+        tools.extend(importlib.import_module(name).TOOLS)
+    return ToolRegistry(tools, home)

@@ -1,0 +1,107 @@
+"""A real stack for the durable tests: restate-server and the service endpoint, each a
+child process on free ports under a temporary TEASPILL_HOME."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from schemas.events import Event, TurnEnded
+from services.ingress import Ingress
+from services.settings import Settings
+from services.stack.endpoint import Endpoint
+from services.stack.process import free_port
+from services.stack.restate import RestateServer, register
+
+T = TypeVar("T")
+
+
+@dataclass
+class LiveStack:
+    settings: Settings
+    restate: RestateServer
+    endpoint: Endpoint
+    ingress: Ingress
+
+    @property
+    def home(self) -> Path:
+        return self.settings.home
+
+    def restart_endpoint(self, *, kill: bool) -> None:
+        if kill:
+            self.endpoint.kill()
+        else:
+            self.endpoint.stop()
+        self.endpoint.start()
+
+    def events(self, address: str) -> list[Event]:
+        events: list[Event] = []
+        while True:
+            page = self.ingress.timeline(address, after_seq=len(events), limit=500)
+            events.extend(page.events)
+            if not page.events or len(events) >= page.last_seq:
+                return events
+
+    def wait_for_turn_end(self, address: str, turn: int, timeout: float = 120.0) -> TurnEnded:
+        def ended() -> TurnEnded | None:
+            for event in self.events(address):
+                if event.turn == turn and isinstance(event.body, TurnEnded):
+                    return event.body
+            return None
+
+        return eventually(ended, timeout, f"turn {turn} of {address} to end")
+
+
+def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value is not None:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def stack_settings(home: Path) -> Settings:
+    return Settings(
+        home=home,
+        ingress_port=free_port(),
+        admin_port=free_port(),
+        node_port=free_port(),
+        endpoint_port=free_port(),
+        tool_modules=("tests.fixtures.tools",),
+        model_context=2048,
+    )
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    settings = stack_settings(tmp_path_factory.mktemp("home"))
+    restate = RestateServer(settings)
+    endpoint = Endpoint(settings)
+    restate.start()
+    try:
+        endpoint.start()
+        register(settings)
+        ingress = Ingress(settings.ingress_url)
+        yield LiveStack(settings, restate, endpoint, ingress)
+        ingress.close()
+    finally:
+        endpoint.stop()
+        restate.stop()
+
+
+_counter = iter(range(1_000_000))
+
+
+@pytest.fixture
+def address(request: pytest.FixtureRequest) -> str:
+    """A fresh agent address per test, so tests on the shared stack never meet."""
+    name = request.node.name.lower().replace("[", "-").replace("]", "")
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-_")
+    return f"test.{name}-{next(_counter)}"

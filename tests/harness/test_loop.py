@@ -1,0 +1,172 @@
+"""The harness, driven in process with scripted results: no Restate, no model."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from schemas.chat import ChatMessage
+from schemas.harness import (
+    CallModel,
+    CallTool,
+    Fail,
+    Refuse,
+    Reply,
+    Spawn,
+    ToolResult,
+    TurnState,
+    Wait,
+)
+from schemas.spec import AgentSpec, Limits
+from schemas.wake import ChildFinished
+from services.executor.scripted import follow_directives, script
+from services.harness.inprocess import Recording, run_in_process
+from services.harness.loop import TurnInput, child_reported
+from services.tools.builtin import CALCULATOR
+
+SPEC = AgentSpec(kind="test", instructions="Be brief.", model="script", tools=("calculator",))
+TOOLS = (CALCULATOR.definition,)
+
+
+def start(text: str, spec: AgentSpec = SPEC, history: tuple[ChatMessage, ...] = ()) -> TurnInput:
+    turn = TurnState(number=1, spec=spec, messages=(ChatMessage(role="user", content=text),))
+    return TurnInput("acme.bot", turn, history, TOOLS)
+
+
+def run(given: TurnInput) -> Recording:
+    return run_in_process(given, follow_directives)
+
+
+def kinds(recording: Recording) -> list[str]:
+    return [type(command).__name__ for command in recording.commands]
+
+
+def answer_42(command: CallTool) -> ToolResult:
+    return ToolResult(command.call.id, command.call.name, "ok", "42")
+
+
+def test_a_plain_message_is_one_round_and_a_reply() -> None:
+    recording = run(start("hello"))
+    assert kinds(recording) == ["CallModel", "Reply"]
+    assert recording.commands[-1] == Reply("You said: hello")
+    assert recording.final is not None
+    assert [m.role for m in recording.final.messages] == ["user", "assistant"]
+
+
+def test_a_tool_call_then_a_reply_takes_two_rounds() -> None:
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
+        {"reply": "It is {results}"},
+    )
+    recording = run_in_process(start(text), follow_directives, answer_42)
+    assert kinds(recording) == ["CallModel", "CallTool", "CallModel", "Reply"]
+    tool = recording.commands[1]
+    assert isinstance(tool, CallTool)
+    assert tool.idempotency_key == "acme.bot/t1/r1/call_0"
+    assert recording.commands[-1] == Reply("It is 42")
+    assert recording.final is not None
+    assert recording.final.round == 2
+
+
+def test_the_prompt_has_instructions_history_and_sorted_granted_tools() -> None:
+    history = (ChatMessage(role="user", content="earlier"),)
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    recording = run(start("now", spec, history))
+    request = recording.commands[0]
+    assert isinstance(request, CallModel)
+    roles = [(m.role, m.content) for m in request.request.messages]
+    assert roles == [("system", "Be brief."), ("user", "earlier"), ("user", "now")]
+    assert [t.name for t in request.request.tools] == ["calculator", "spawn_agent", "wait"]
+
+
+def test_an_unknown_tool_is_refused_and_the_model_is_told() -> None:
+    text = script({"calls": [{"name": "rm_rf", "arguments": {}}]}, {"reply": "{results}"})
+    recording = run(start(text))
+    assert kinds(recording) == ["CallModel", "Refuse", "CallModel", "Reply"]
+    refusal = recording.commands[1]
+    assert isinstance(refusal, Refuse)
+    assert "no tool named 'rm_rf'" in refusal.reason
+    assert "calculator" in refusal.reason
+    final = recording.commands[-1]
+    assert isinstance(final, Reply)
+    assert "rm_rf" in final.text
+
+
+def test_spawn_is_refused_when_the_spec_does_not_allow_it() -> None:
+    text = script({"calls": [{"name": "spawn_agent", "arguments": {"task": "x"}}]}, {"reply": "ok"})
+    assert kinds(run(start(text)))[1] == "Refuse"
+
+
+def test_a_turn_that_never_replies_fails_at_the_round_limit() -> None:
+    loop = {"calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}
+    spec = msgspec.structs.replace(SPEC, limits=Limits(max_rounds=3))
+    recording = run(start(script(loop, loop, loop, loop), spec))
+    assert kinds(recording).count("CallModel") == 3
+    final = recording.commands[-1]
+    assert isinstance(final, Fail)
+    assert "3 rounds" in final.reason
+
+
+def fan_out_script(children: int) -> str:
+    spawn = {"name": "spawn_agent", "arguments": {"task": "child work"}}
+    return script(
+        {"calls": [spawn] * children}, {"calls": [{"name": "wait"}]}, {"reply": "{results}"}
+    )
+
+
+def test_spawn_returns_child_addresses_at_once_and_wait_ends_the_wake() -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    recording = run(start(fan_out_script(3), spec))
+    assert kinds(recording) == ["CallModel", "Spawn", "Spawn", "Spawn", "CallModel", "Wait"]
+    children = [c.child for c in recording.commands if isinstance(c, Spawn)]
+    assert children == ["acme.bot.t1r1c0", "acme.bot.t1r1c1", "acme.bot.t1r1c2"]
+    assert recording.final is not None
+    assert recording.final.waiting
+    assert [p.address for p in recording.final.pending] == children
+
+
+def test_the_turn_continues_when_the_last_child_reports() -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    first = run(start(fan_out_script(2), spec))
+    assert first.final is not None
+    turn = first.final
+    for index, child in enumerate(("acme.bot.t1r1c0", "acme.bot.t1r1c1")):
+        report = ChildFinished(child, 1, f"call_{index}", "succeeded", f"result {index}")
+        turn = child_reported(turn, report)
+    second = run_in_process(TurnInput("acme.bot", turn, (), TOOLS), follow_directives)
+    assert kinds(second) == ["CallModel", "Reply"]
+    reply = second.commands[-1]
+    assert isinstance(reply, Reply)
+    assert "result 0" in reply.text
+    assert "result 1" in reply.text
+
+
+def test_a_waiting_turn_with_pending_children_waits_again() -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    first = run(start(fan_out_script(2), spec))
+    assert first.final is not None
+    report = ChildFinished("acme.bot.t1r1c0", 1, "call_0", "succeeded", "r0")
+    turn = child_reported(first.final, report)
+    again = run(TurnInput("acme.bot", turn, (), TOOLS))
+    assert again.commands == [Wait(("acme.bot.t1r1c1",))]
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        (Limits(max_children=1), "limit of 1 helpers"),
+        (Limits(max_depth=0), "nested deeper than 0"),
+    ],
+)
+def test_spawn_limits_are_enforced(limits: Limits, message: str) -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True, limits=limits)
+    recording = run(start(fan_out_script(2), spec))
+    refusals = [c for c in recording.commands if isinstance(c, Refuse)]
+    assert refusals
+    assert message in refusals[-1].reason
+
+
+def test_replaying_the_same_results_yields_the_same_commands() -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    given = start(fan_out_script(3), spec)
+    assert run(given).commands == run(given).commands

@@ -1,0 +1,155 @@
+"""The stack's parts: a real restate-server and endpoint (durable), and their error sentences."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.settings import Settings
+from services.stack import (
+    RestateServer,
+    Stack,
+    StackError,
+    find_restate_server,
+    free_port,
+    register,
+    settings_env,
+)
+
+COUNTER_APP = """
+import restate
+
+counter = restate.VirtualObject("Counter")
+
+
+@counter.handler()
+async def add(ctx: restate.ObjectContext, n: int) -> int:
+    total = (await ctx.get("total") or 0) + n
+    ctx.set("total", total)
+    return total
+
+
+app = restate.app([counter])
+"""
+
+
+def make_settings(home: Path) -> Settings:
+    return Settings(
+        home=home,
+        ingress_port=free_port(),
+        admin_port=free_port(),
+        node_port=free_port(),
+        endpoint_port=free_port(),
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "home")
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[RestateServer]:
+    server = RestateServer(settings)
+    yield server
+    server.kill()
+
+
+def admin_health(settings: Settings) -> int:
+    return httpx.get(f"{settings.admin_url}/health", timeout=5.0).status_code
+
+
+def add(settings: Settings, n: int) -> int:
+    response = httpx.post(f"{settings.ingress_url}/Counter/tea/add", json=n, timeout=60.0)
+    response.raise_for_status()
+    total: int = response.json()
+    return total
+
+
+@pytest.mark.durable
+@pytest.mark.timeout(120)
+def test_restate_restarts_healthy_on_its_base_dir(
+    settings: Settings, server: RestateServer
+) -> None:
+    server.start()
+    assert admin_health(settings) == 200
+
+    server.stop()
+    assert not server.running
+    with pytest.raises(httpx.TransportError):
+        admin_health(settings)
+
+    server.start()
+    assert admin_health(settings) == 200
+    assert (settings.home / "restate").is_dir()
+    assert (settings.home / "logs" / "restate.log").stat().st_size > 0
+
+
+@pytest.mark.durable
+@pytest.mark.timeout(180)
+def test_stack_keeps_object_state_across_kills(tmp_path: Path, settings: Settings) -> None:
+    (tmp_path / "counter_app.py").write_text(COUNTER_APP)
+    stack = Stack(settings, app="counter_app:app", env={"PYTHONPATH": str(tmp_path)})
+    with stack:
+        assert [s["name"] for s in stack.deployment["services"]] == ["Counter"]
+        assert add(settings, 2) == 2
+
+        stack.restate.kill()
+        stack.restate.start()
+        assert add(settings, 3) == 5
+
+        stack.endpoint.kill()
+        stack.endpoint.start()
+        assert add(settings, 4) == 9
+    assert not stack.restate.running
+    assert not stack.endpoint.running
+
+
+def test_start_names_the_port_that_is_taken(settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", settings.admin_port))
+        taken.listen()
+        with pytest.raises(StackError, match=f"Port {settings.admin_port} \\(Restate admin\\)"):
+            RestateServer(settings).start()
+
+
+def test_a_bad_binary_override_is_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEASPILL_RESTATE_SERVER", "/nowhere/restate-server")
+    with pytest.raises(StackError, match="is not an executable file"):
+        find_restate_server()
+
+
+def test_register_posts_the_endpoint_with_force(settings: Settings) -> None:
+    seen: list[object] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        if len(seen) == 1:
+            return httpx.Response(500, json={"message": "endpoint not up yet"})
+        return httpx.Response(201, json={"id": "dp_1", "services": []})
+
+    deployment = register(settings, transport=httpx.MockTransport(answer))
+    assert deployment["id"] == "dp_1"
+    assert seen == [{"uri": settings.endpoint_url, "force": True}] * 2
+
+
+def test_register_fails_at_once_on_a_client_error(settings: Settings) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"message": "bad uri"})
+
+    with pytest.raises(StackError, match=r"answered 400: .*bad uri"):
+        register(settings, timeout=60.0, transport=httpx.MockTransport(answer))
+
+
+def test_children_read_the_same_settings(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    custom = settings.model_copy(update={"tool_modules": ("a.tools", "b.tools")})
+    for name, value in settings_env(custom).items():
+        monkeypatch.setenv(name, value)
+    assert Settings() == custom.model_copy(update={"home": custom.home.absolute()})
