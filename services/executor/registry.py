@@ -6,10 +6,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 
-from services.executor.worker import ModelWorker
-
 from services.executor.protocol import ModelExecutor
 from services.executor.scripted import DirectiveExecutor
+from services.executor.worker import ModelWorker
 from services.settings import Settings
 
 ExecutorFactory = Callable[[], ModelExecutor]
