@@ -1,7 +1,8 @@
 """The composition root: the one place that knows every service.
 
-`app` serves both planes from one endpoint (the embedded default). `control_app` and
-`execution_app` serve them apart, so an operator can restart or scale either alone.
+`app` serves both planes from one endpoint (the embedded default). To serve them apart,
+so that an operator can restart or scale either alone, point two servers at
+`services.app:create_app(execution=False)` and `services.app:create_app(control=False)`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import threading
 from collections.abc import Generator, Sequence
 from contextlib import closing
@@ -42,6 +43,10 @@ TOOLS_FORMAT = (
 # Prefill runs in slices this long so that a stop is honoured within one slice (about half
 # a second on two cores) even while a long prompt is being evaluated.
 PREFILL_SLICE = 128
+
+# A small penalty keeps the 135M model out of the loops it otherwise falls into
+# ("I am a calculator. I am a calculator. ...").
+REPEAT_PENALTY = 1.15
 
 Turn = tuple[str, str]
 
@@ -164,7 +169,7 @@ def parse_output(
     except ValueError:
         value = None
     if finish == "cancelled" or not isinstance(value, dict):
-        return ChatMessage(role="assistant", content=text), finish
+        return ChatMessage(role="assistant", content=_partial_reply(text)), finish
     names = {tool.name for tool in request.tools}
     tool, arguments = value.get("tool"), value.get("arguments")
     if tool in names and isinstance(arguments, dict):
@@ -174,6 +179,25 @@ def parse_output(
     if isinstance(reply, str):
         return ChatMessage(role="assistant", content=reply), finish
     return ChatMessage(role="assistant", content=text), finish
+
+
+_REPLY_OPENING = re.compile(r'^\s*\{\s*"reply"\s*:\s*"')
+
+
+def _partial_reply(text: str) -> str:
+    """The text of a reply object that was cut short, or `text` if it is not one."""
+    opening = _REPLY_OPENING.match(text)
+    if opening is None:
+        return text
+    body = text[opening.end() :].rstrip()
+    body = body.removesuffix("}").rstrip().removesuffix('"')
+    for end in range(len(body), max(len(body) - 6, -1), -1):
+        try:
+            decoded: str = json.loads(f'"{body[:end]}"')
+        except ValueError:
+            continue
+        return decoded
+    return body
 
 
 def _stop_criterion(stop: threading.Event, turn_start: int) -> llama_cpp.StoppingCriteriaList:
@@ -285,6 +309,7 @@ class LlamaExecutor:
             tokens,
             max_tokens=request.max_tokens,
             temperature=0.0,
+            repeat_penalty=REPEAT_PENALTY,
             stream=True,
             grammar=self._grammar_for(request.tools),
             stopping_criteria=_stop_criterion(stop, self._im_start),

@@ -74,6 +74,11 @@ class RestateServer:
         self._process: ManagedProcess | None = None
 
     @property
+    def pid(self) -> int | None:
+        """The process group of the running part (its leader's pid)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.running
 

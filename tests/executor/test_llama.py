@@ -111,13 +111,18 @@ def test_tool_calls_and_results_are_rendered_as_the_model_wrote_and_named() -> N
     assert f"{IM_START}user\nThe tool add (call call_0) returned:\n5{IM_END}" in prompt
 
 
-def test_a_reply_cut_by_max_tokens_comes_back_as_text_not_an_error() -> None:
-    message, finish = parse_output('{"reply": "It is sunny and', ask(user("x")), "length")
-    assert (message.content, message.tool_calls, finish) == (
-        '{"reply": "It is sunny and',
-        (),
-        "length",
-    )
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        ('{"reply": "It is sunny and', "It is sunny and"),
+        ('{"reply": "a \\"quoted\\" word and \\u00e9', 'a "quoted" word and \u00e9'),
+        ('{"reply": "cut in an escape \\u00', "cut in an escape "),
+        ('{"tool": "add", "argu', '{"tool": "add", "argu'),
+    ],
+)
+def test_a_reply_cut_by_max_tokens_comes_back_as_its_text_not_an_error(raw: str, text: str) -> None:
+    message, finish = parse_output(raw, ask(user("x")), "length")
+    assert (message.content, message.tool_calls, finish) == (text, (), "length")
 
 
 def test_tool_call_ids_count_the_calls_already_made() -> None:

@@ -1,0 +1,1 @@
+"""The `teaspill` command line."""

@@ -1,0 +1,89 @@
+"""`teaspill up`, `down` and `status`: the whole local stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+
+from services.settings import Settings
+from services.stack import Stack, register
+
+RUN_FILE = "stack.json"
+
+
+def run_file(settings: Settings) -> Path:
+    return settings.home / RUN_FILE
+
+
+def start(settings: Settings) -> Stack:
+    print(f"Starting restate-server (ingress {settings.ingress_url}, admin {settings.admin_url})")
+    stack = Stack(settings)
+    stack.restate.start()
+    print(f"Starting the service endpoint on {settings.endpoint_url}")
+    stack.endpoint.start()
+    print("Registering the endpoint with Restate")
+    register(settings)
+    _record(settings, stack)
+    return stack
+
+
+def _record(settings: Settings, stack: Stack) -> None:
+    pids = {"restate": stack.restate.pid, "endpoint": stack.endpoint.pid}
+    run_file(settings).write_text(json.dumps(pids))
+
+
+def down(settings: Settings) -> int:
+    """Stop a stack started with `up --detach`: SIGTERM each part, endpoint first."""
+    path = run_file(settings)
+    if not path.exists():
+        print(f"No stack is recorded in {settings.home}; nothing to stop.")
+        return 0
+    pids: dict[str, int | None] = json.loads(path.read_text())
+    for name in ("endpoint", "restate"):
+        pid = pids.get(name)
+        if pid is not None and _signal_group(pid, signal.SIGTERM):
+            print(f"Stopping {name} (pid {pid})")
+            _wait_gone(pid)
+    path.unlink()
+    return 0
+
+
+def _signal_group(pid: int, sig: int) -> bool:
+    """Send `sig` to the group; False if no process of it is left (0 only checks)."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _signal_group(pid, 0):
+        time.sleep(0.1)
+
+
+def status(settings: Settings) -> int:
+    parts = {
+        "restate-server": f"{settings.admin_url}/health",
+        "endpoint": f"{settings.endpoint_url}/health",
+        "ingress": f"{settings.ingress_url}/restate/health",
+    }
+    healthy = True
+    for name, url in parts.items():
+        ok = _answers(url)
+        healthy &= ok
+        print(f"{name:15} {'up' if ok else 'down':5} {url}")
+    return 0 if healthy else 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == httpx.codes.OK
+    except httpx.TransportError:
+        return False

@@ -1,0 +1,62 @@
+"""Talking to agents: one-shot sends, an interactive chat, reading timelines."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from schemas.events import Event, TurnEnded
+from schemas.spec import AgentSpec
+from services.cli.render import describe
+from services.ingress import Ingress
+
+
+def print_events(events: Iterable[Event]) -> None:
+    for event in events:
+        print(describe(event))
+
+
+def send(ingress: Ingress, address: str, text: str, spec: AgentSpec | None, *, show: bool) -> int:
+    """Send one message, wait for the wake to end, print the reply (and the turn's events)."""
+    before = ingress.status(address).last_seq
+    result = ingress.message(address, text, spec)
+    if show:
+        print_events(ingress.timeline(address, after_seq=before, limit=500).events)
+    if result.status.state == "waiting":
+        print(f"(the turn is waiting for helpers; follow it with `teaspill timeline {address}`)")
+    elif result.reply:
+        print(result.reply)
+    else:
+        return _explain_failure(ingress, address, before)
+    return 0
+
+
+def _explain_failure(ingress: Ingress, address: str, before: int) -> int:
+    events = ingress.timeline(address, after_seq=before, limit=500).events
+    endings = [e.body for e in events if isinstance(e.body, TurnEnded)]
+    reason = endings[-1].reason if endings else "the turn did not end"
+    print(f"The turn failed: {reason}", file=sys.stderr)
+    return 1
+
+
+def chat(ingress: Ingress, address: str, spec: AgentSpec) -> None:
+    """Read lines from the terminal and send each as a message, until end of input."""
+    print(f"Talking to {address} ({spec.kind}, model {spec.model}). Ctrl-D to leave.")
+    while True:
+        try:
+            text = input("you> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return
+        if not text:
+            continue
+        send(ingress, address, text, spec, show=True)
+
+
+def timeline(ingress: Ingress, address: str, after: int) -> None:
+    while True:
+        page = ingress.timeline(address, after_seq=after, limit=500)
+        print_events(page.events)
+        if not page.events:
+            return
+        after = page.events[-1].seq

@@ -1,0 +1,65 @@
+"""The control and execution planes as separate deployments, each restartable alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas.spec import AgentSpec
+from schemas.wake import Message
+from services.executor.scripted import script
+from services.ingress import Ingress
+from services.stack import Endpoint, RestateServer, free_port, register
+from tests.durable.conftest import LiveStack, eventually, stack_settings
+
+pytestmark = pytest.mark.durable
+
+SPEC = AgentSpec(kind="split", instructions="x", model="script", tools=("calculator",))
+
+
+@pytest.fixture
+def split(tmp_path: Path) -> Iterator[tuple[LiveStack, Endpoint]]:
+    control = stack_settings(tmp_path)
+    execution = control.model_copy(update={"endpoint_port": free_port()})
+    restate = RestateServer(control)
+    control_endpoint = Endpoint(control, app="services.app:create_app(execution=False)")
+    execution_endpoint = Endpoint(execution, app="services.app:create_app(control=False)")
+    restate.start()
+    try:
+        control_endpoint.start()
+        execution_endpoint.start()
+        register(control)
+        register(execution)
+        ingress = Ingress(control.ingress_url)
+        yield LiveStack(control, restate, control_endpoint, ingress), execution_endpoint
+        ingress.close()
+    finally:
+        execution_endpoint.stop()
+        control_endpoint.stop()
+        restate.stop()
+
+
+def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_plane(
+    split: tuple[LiveStack, Endpoint],
+) -> None:
+    stack, execution = split
+    address = "test.split"
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "2+3"}}]},
+        {"sleep": 3.0, "reply": "2+3 is {results}"},
+    )
+    stack.ingress.send(address, Message(text, spec=SPEC))
+    eventually(
+        lambda: len(stack.events(address)) >= 4 or None, 30, "the second model call to start"
+    )
+    assert stack.ingress.status(address).state == "running"
+    execution.kill()
+    execution.start()
+
+    ended = stack.wait_for_turn_end(address, 1)
+    assert ended.reply == "2+3 is 5"
+    events = stack.events(address)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [type(e.body).__name__ for e in events].count("ModelMessage") == 2

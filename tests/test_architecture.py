@@ -1,0 +1,58 @@
+"""Dependencies point one way; the tree is the architecture diagram."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imports_of(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+def ours(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in ("schemas", "services", "tests", "bench")}
+
+
+def test_schemas_import_nothing_of_ours_but_schemas() -> None:
+    assert {m for m in ours(imports_of("schemas")) if not m.startswith("schemas")} == set()
+
+
+def test_the_harness_imports_only_schemas_and_itself() -> None:
+    modules = imports_of("services/harness")
+    assert {m for m in ours(modules) if not m.startswith(("schemas", "services.harness"))} == set()
+    assert not {m for m in modules if m.startswith("restate")}
+
+
+@pytest.mark.parametrize("package", ["services/harness", "schemas", "services/tools"])
+def test_only_the_agent_and_executor_touch_the_restate_context(package: str) -> None:
+    assert not {m for m in imports_of(package) if m.split(".")[0] == "restate"}
+
+
+def test_the_agent_reaches_the_execution_plane_only_through_restate() -> None:
+    assert not {m for m in imports_of("services/agent") if m.startswith("services.executor")}
+
+
+def test_only_the_composition_root_knows_both_planes() -> None:
+    both = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "services").rglob("*.py")
+        if "services.agent" in path.read_text() and "services.executor" in path.read_text()
+    ]
+    assert both == ["services/app.py"]
+
+
+def test_every_package_states_its_invariants_in_a_readme() -> None:
+    for package in ("harness", "agent", "executor", "tools", "stack"):
+        assert (ROOT / "services" / package / "README.md").is_file(), package

@@ -1,0 +1,42 @@
+"""The docs mirror the code: every setting, tool and event is documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas.events import EventBody
+from services.harness.builtins import BUILTIN_DEFINITIONS
+from services.settings import Settings
+from services.tools.builtin import BUILTIN_TOOLS
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+@pytest.mark.parametrize("field", sorted(Settings.model_fields))
+def test_every_setting_is_documented(field: str) -> None:
+    assert f"`TEASPILL_{field.upper()}`" in page("operations.md")
+
+
+@pytest.mark.parametrize(
+    "tool", [t.definition.name for t in BUILTIN_TOOLS] + [d.name for d in BUILTIN_DEFINITIONS]
+)
+def test_every_built_in_tool_is_documented(tool: str) -> None:
+    assert f"`{tool}`" in page("tools.md")
+
+
+def event_tags() -> list[str]:
+    union = msgspec.inspect.type_info(EventBody)
+    assert isinstance(union, msgspec.inspect.UnionType)
+    return [str(t.tag) for t in union.types if isinstance(t, msgspec.inspect.StructType)]
+
+
+@pytest.mark.parametrize("tag", event_tags())
+def test_every_event_type_is_documented(tag: str) -> None:
+    assert f"`{tag}`" in page("agents.md")
