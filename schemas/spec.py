@@ -25,4 +25,5 @@ class AgentSpec(msgspec.Struct, frozen=True):
     when `can_spawn` is set."""
     can_spawn: bool = False
     limits: Limits = Limits()
-    version: int = 1
+    version: int = 0
+    """0 for an ad-hoc spec; published versions count from 1 per kind."""

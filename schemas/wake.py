@@ -24,7 +24,10 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
 
     text: str
     spec: AgentSpec | None = None
-    """The spec to run this turn with; required for an agent's first message."""
+    """An ad-hoc spec to run this turn with (and later ones)."""
+    kind: str | None = None
+    """A published kind: the turn runs with its newest version. An agent's first message
+    needs a spec or a kind."""
     parent: ParentRef | None = None
     """Set when a parent spawned this agent; the turn's end is reported there."""
     depth: int = 0

@@ -7,34 +7,49 @@ so that an operator can restart or scale either alone, point two servers at
 
 from __future__ import annotations
 
+import asyncio
+
 import restate
-from restate.server_types import RestateAppT
 
 from services.agent.object import agent_object
 from services.executor.registry import default_models
 from services.executor.service import model_service
+from services.lifespan import ASGIApp, Closer, with_shutdown
+from services.projection.projector import Projection, projector_service
 from services.settings import settings
+from services.tenant.object import tenant
 from services.tools.registry import load_tools
 
+Services = list[restate.Service | restate.VirtualObject]
 
-def _control() -> restate.VirtualObject:
+
+def _control(services: Services, closers: list[Closer]) -> None:
     config = settings()
-    return agent_object(load_tools(config.home, config.tool_modules))
+    projection = Projection(config.home / "projection.db")
+    services += [
+        agent_object(load_tools(config.home, config.tool_modules)),
+        tenant,
+        projector_service(projection, config.ingress_url, config.admin_url),
+    ]
+    closers.append(projection.close)
 
 
-def _execution() -> restate.Service:
+def _execution(services: Services, closers: list[Closer]) -> None:
     config = settings()
-    return model_service(default_models(config, config.model_modules))
+    models = default_models(config, config.model_modules)
+    services.append(model_service(models))
+    closers.append(lambda: asyncio.to_thread(models.close))
 
 
-def create_app(*, control: bool = True, execution: bool = True) -> RestateAppT:
-    services: list[restate.Service | restate.VirtualObject] = []
+def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
+    services: Services = []
+    closers: list[Closer] = []
     if control:
-        services.append(_control())
+        _control(services, closers)
     if execution:
-        services.append(_execution())
-    app: RestateAppT = restate.app(services)
-    return app
+        _execution(services, closers)
+    restate_app: ASGIApp = restate.app(services)
+    return with_shutdown(restate_app, closers)
 
 
 app = create_app()

@@ -12,6 +12,7 @@ from schemas.events import (
     ChildReported,
     MessageQueued,
     Outcome,
+    TurnEnded,
     TurnStarted,
     WakeResult,
 )
@@ -20,11 +21,11 @@ from schemas.spec import AgentSpec
 from schemas.state import History, Queue, Summary
 from schemas.wake import ChildFinished, Message, WakeEnvelope
 from services.agent.driver import AGENT, Driver
+from services.agent.specs import missing_spec, resolve_spec
 from services.agent.timeline import Timeline, last_seq_of
 from services.harness.loop import TurnInput, child_reported, is_pending, run_turn
 from services.tools.registry import ToolRegistry
 
-SPEC = "spec"
 TURN = "turn"
 HISTORY = "history"
 QUEUE = "queue"
@@ -46,7 +47,7 @@ class AgentWake:
             self._ctx.set(QUEUE, Queue((*queue.messages, message)))
             await self._timeline.append(turn.number, turn.round, MessageQueued(message.text))
         else:
-            await self._run_from(message)
+            await self._run_from(message, direct=True)
         return await self._result()
 
     async def on_child(self, report: ChildFinished) -> WakeResult:
@@ -61,26 +62,36 @@ class AgentWake:
         if turn.waiting and not turn.pending:
             next_message = await self._continue(turn)
             if next_message is not None:
-                await self._run_from(next_message)
+                await self._run_from(next_message, direct=False)
         else:
             self._ctx.set(TURN, turn)
         return await self._result()
 
-    async def _run_from(self, message: Message | None) -> None:
-        """Run `message`'s turn, then each queued message's, until one waits."""
-        while message is not None:
-            turn = await self._start(message)
-            message = await self._continue(turn)
+    async def _run_from(self, message: Message | None, *, direct: bool) -> None:
+        """Run `message`'s turn, then each queued message's, until one waits.
 
-    async def _start(self, message: Message) -> TurnState:
-        spec = message.spec or await self._ctx.get(SPEC, type_hint=AgentSpec)
-        if spec is None:
-            raise restate.TerminalError(
-                f"Agent {self._address} has no spec yet: its first message must carry one.",
-                status_code=404,
-            )
-        if message.spec is not None:
-            self._ctx.set(SPEC, message.spec)
+        A message that names no spec the agent can find is refused: with status 404 when
+        its sender is waiting for this wake (`direct`), else as a failed turn.
+        """
+        while message is not None:
+            spec = await resolve_spec(self._ctx, self._address, message)
+            if spec is None and direct:
+                raise restate.TerminalError(missing_spec(self._address, message), 404)
+            if spec is None:
+                await self._refuse(message)
+                message = await self._dequeue()
+            else:
+                message = await self._continue(await self._start(message, spec))
+            direct = False
+
+    async def _refuse(self, message: Message) -> None:
+        """Record a turn that could not start, so its sender can read why."""
+        turn = await self._start(message, AgentSpec(kind=message.kind or "", instructions=""))
+        reason = missing_spec(self._address, message)
+        await self._timeline.append(turn.number, 0, TurnEnded("failed", reason=reason))
+        await self._end(turn, Fail(reason))
+
+    async def _start(self, message: Message, spec: AgentSpec) -> TurnState:
         summary = await self._summary()
         number = summary.turns + 1
         self._ctx.set(SUMMARY, msgspec.structs.replace(summary, turns=number))
@@ -101,15 +112,16 @@ class AgentWake:
         if isinstance(last, Wait):
             self._ctx.set(TURN, final)
             return None
-        await self._end(final, last, history)
+        await self._end(final, last)
         return await self._dequeue()
 
-    async def _end(self, turn: TurnState, last: Command, history: History) -> None:
+    async def _end(self, turn: TurnState, last: Command) -> None:
         outcome: Outcome = "succeeded" if isinstance(last, Reply) else "failed"
         text = (
             last.text if isinstance(last, Reply) else last.reason if isinstance(last, Fail) else ""
         )
         self._reply = text if outcome == "succeeded" else ""
+        history = await self._ctx.get(HISTORY, type_hint=History) or History()
         self._ctx.set(HISTORY, History((*history.messages, *turn.messages)))
         self._ctx.clear(TURN)
         summary = await self._summary()

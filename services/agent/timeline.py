@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import restate
 
+from schemas.catalog import EventBatch
 from schemas.events import Event, EventBody, TimelinePage
 from schemas.state import SEGMENT_SIZE, Segment, TimelineMeta
 
 META = "timeline"
+PROJECTOR = "Projector"
 MAX_PAGE = 500
 
 
@@ -47,6 +50,8 @@ class Timeline:
             events.append(event)
         self._meta = TimelineMeta(seq)
         self._ctx.set(META, self._meta)
+        batch = msgspec.json.encode(EventBatch(tuple(events)))
+        self._ctx.generic_send(PROJECTOR, "events", batch)
         return events
 
     async def _store(self, event: Event) -> None:

@@ -1,0 +1,99 @@
+"""The `Projector` service: the one writer of the projections.
+
+Agents send it every timeline event, tenants every spec and key change, one-way; each
+write is an upsert, so Restate's at-least-once redelivery is harmless. `rebuild` throws
+the file away and reads everything back from the source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import restate
+
+from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
+from services.projection.rebuild import rebuild_from_restate
+from services.projection.store import ProjectionStore
+
+T = TypeVar("T")
+
+
+class Projection:
+    """The store of this process, opened on first use; writes take turns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._store: ProjectionStore | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def write(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
+        async with self._lock:
+            store = self._store
+            if store is None or not await asyncio.to_thread(self.path.exists):
+                store = await self._reopen()
+            return await action(store)
+
+    async def replace(self, fill: Callable[[ProjectionStore], Awaitable[T]]) -> T:
+        """Start from an empty file and fill it while every other write waits."""
+        async with self._lock:
+            await self._close_store()
+            await asyncio.to_thread(_remove, self.path)
+            return await fill(await self._reopen())
+
+    async def _reopen(self) -> ProjectionStore:
+        await self._close_store()
+        if self._closed:
+            raise ProjectionClosedError("the projection is closed: this process is stopping")
+        self._store = await ProjectionStore.open(self.path)
+        return self._store
+
+    async def _close_store(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    async def close(self) -> None:
+        """For good: a write after this fails, and Restate retries it elsewhere or later."""
+        async with self._lock:
+            self._closed = True
+            await self._close_store()
+
+
+class ProjectionClosedError(RuntimeError):
+    pass
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def projector_service(projection: Projection, ingress_url: str, admin_url: str) -> restate.Service:
+    projector = restate.Service("Projector", description="Writes the SQLite projections.")
+
+    @projector.handler()
+    async def events(ctx: restate.Context, batch: EventBatch) -> None:
+        await projection.write(lambda store: store.record_events(batch.events))
+
+    @projector.handler()
+    async def spec(ctx: restate.Context, published: PublishedSpec) -> None:
+        await projection.write(lambda store: store.record_spec(published))
+
+    @projector.handler()
+    async def key(ctx: restate.Context, key: ApiKey) -> None:
+        await projection.write(lambda store: store.record_key(key))
+
+    @projector.handler()
+    async def rebuild(ctx: restate.Context) -> RebuildReport:
+        async def run() -> RebuildReport:
+            return await projection.replace(
+                lambda store: rebuild_from_restate(store, ingress_url, admin_url)
+            )
+
+        return await ctx.run_typed("rebuild", run, restate.RunOptions(type_hint=RebuildReport))
+
+    return projector

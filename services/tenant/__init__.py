@@ -1,0 +1,1 @@
+"""Tenants: the source of truth for published specs and API keys."""

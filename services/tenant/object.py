@@ -1,0 +1,104 @@
+"""The `Tenant` virtual object, keyed by tenant: publishes specs and keeps API keys.
+
+Its state is the source of truth; every change is also sent one-way to the projector,
+which is what the gateway reads.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+import restate
+
+from schemas.catalog import (
+    ApiKey,
+    KeyRef,
+    Keys,
+    PublishedSpec,
+    SpecAnswer,
+    SpecQuery,
+    SpecVersions,
+)
+from schemas.spec import AgentSpec
+
+PROJECTOR = "Projector"
+KEYS = "keys"
+
+
+def spec_key(kind: str) -> str:
+    return f"spec.{kind}"
+
+
+tenant = restate.VirtualObject(
+    "Tenant", description="Published agent specs and API keys of one tenant."
+)
+
+
+@tenant.handler()
+async def publish(ctx: restate.ObjectContext, spec: AgentSpec) -> PublishedSpec:
+    _check_kind(spec.kind)
+    stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
+    versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
+    published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
+    ctx.set(spec_key(spec.kind), SpecVersions((*stored.versions, published)))
+    ctx.generic_send(PROJECTOR, "spec", msgspec.json.encode(published))
+    return published
+
+
+@tenant.handler(kind="shared")
+async def spec(ctx: restate.ObjectSharedContext, query: SpecQuery) -> SpecAnswer:
+    stored = await ctx.get(spec_key(query.kind), type_hint=SpecVersions)
+    return SpecAnswer(stored.versions[-1].spec if stored and stored.versions else None)
+
+
+@tenant.handler()
+async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
+    if key.tenant != ctx.key():
+        raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
+    keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
+    if any(k.id == key.id for k in keys.keys):
+        raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
+    ctx.set(KEYS, Keys((*keys.keys, key)))
+    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(key))
+    return key
+
+
+@tenant.handler()
+async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
+    keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
+    found = [k for k in keys.keys if k.id == ref.id]
+    if not found:
+        raise restate.TerminalError(f"tenant {ctx.key()} has no key {ref.id!r}", 404)
+    revoked = found[0]
+    if revoked.revoked_at is None:
+        revoked = msgspec.structs.replace(revoked, revoked_at=await _now(ctx))
+        ctx.set(KEYS, Keys(tuple(revoked if k.id == ref.id else k for k in keys.keys)))
+    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(revoked))
+    return revoked
+
+
+@tenant.handler(kind="shared", name="keys")
+async def list_keys(ctx: restate.ObjectSharedContext) -> Keys:
+    return await ctx.get(KEYS, type_hint=Keys) or Keys()
+
+
+@tenant.handler(kind="shared", name="specs")
+async def list_specs(ctx: restate.ObjectSharedContext) -> SpecVersions:
+    versions: list[PublishedSpec] = []
+    for name in sorted(await ctx.state_keys()):
+        if name.startswith("spec."):
+            stored = await ctx.get(name, type_hint=SpecVersions)
+            versions.extend(stored.versions if stored else ())
+    return SpecVersions(tuple(versions))
+
+
+def _check_kind(kind: str) -> None:
+    if not kind or len(kind) > 48 or not all(c.isalnum() or c in "-_" for c in kind):
+        raise restate.TerminalError(
+            f"spec kind {kind!r} must be 1 to 48 letters, digits, '-' or '_'", 400
+        )
+
+
+async def _now(ctx: restate.ObjectContext) -> datetime:
+    return datetime.fromtimestamp(await ctx.time(), UTC)

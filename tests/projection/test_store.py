@@ -1,0 +1,116 @@
+"""The projection store: idempotent under duplicated and reordered events."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.catalog import ApiKey, PublishedSpec
+from schemas.events import Event, EventBody, ModelMessage, TurnEnded, TurnStarted, Waiting
+from schemas.spec import AgentSpec
+from services.projection.store import ProjectionStore
+
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def timeline(agent: str, turns: int) -> list[Event]:
+    bodies: list[tuple[int, EventBody]] = []
+    for turn in range(1, turns + 1):
+        bodies += [
+            (turn, TurnStarted(f"message {turn}", "helper", turn)),
+            (turn, ModelMessage("script", f"reply {turn}")),
+            (turn, Waiting(("x.y.z",)) if turn == turns else TurnEnded("succeeded", "ok")),
+        ]
+    return [
+        Event(agent, seq, turn, 1, T0 + timedelta(seconds=seq), body)
+        for seq, (turn, body) in enumerate(bodies, start=1)
+    ]
+
+
+EVENTS = timeline("acme.a", 3) + timeline("acme.b", 2) + timeline("other.c", 1)
+
+
+def project(batches: list[list[Event]]) -> dict[str, list[tuple[Any, ...]]]:
+    async def run() -> dict[str, list[tuple[Any, ...]]]:
+        with tempfile.TemporaryDirectory() as home:
+            async with await ProjectionStore.open(Path(home) / "p.db") as store:
+                for batch in batches:
+                    await store.record_events(batch)
+                return await store.dump()
+
+    return asyncio.run(run())
+
+
+EXPECTED = project([EVENTS])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(EVENTS), min_size=len(EVENTS)).flatmap(st.permutations))
+def test_duplicated_and_shuffled_events_give_the_same_tables(events: list[Event]) -> None:
+    shuffled = events + EVENTS[::-1]
+    batches = [shuffled[i : i + 4] for i in range(0, len(shuffled), 4)]
+    assert project(batches) == EXPECTED
+
+
+def test_the_catalog_follows_the_newest_event_that_decides_status() -> None:
+    agents = {row[0]: row for row in EXPECTED["agents"]}
+    _, tenant, kind, version, status, turn, last_seq, outcome, _ = agents["acme.a"]
+    assert (tenant, kind, version, status, turn, last_seq) == ("acme", "helper", 3, "waiting", 3, 9)
+    assert outcome == "succeeded"
+    assert agents["acme.b"][4] == "waiting"
+
+
+def test_reads_are_scoped_and_paginated() -> None:
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as home:
+            async with await ProjectionStore.open(Path(home) / "p.db") as store:
+                await store.record_events(EVENTS)
+                first = await store.agents("acme", limit=1)
+                rest = await store.agents("acme", after=first[-1].address)
+                assert [a.address for a in first + rest] == ["acme.a", "acme.b"]
+                assert await store.agents("acme", status="idle") == []
+                page = await store.timeline("acme.a", after_seq=2, limit=3)
+                assert [e.seq for e in page] == [3, 4, 5]
+                assert await store.agent("nobody.here") is None
+
+    asyncio.run(run())
+
+
+def test_specs_and_keys_are_upserts_and_a_revocation_sticks() -> None:
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as home:
+            async with await ProjectionStore.open(Path(home) / "p.db") as store:
+                for version in (1, 2, 2):
+                    spec = AgentSpec(kind="helper", instructions=f"v{version}", version=version)
+                    await store.record_spec(PublishedSpec("acme", spec, T0))
+                latest = await store.latest_spec("acme", "helper")
+                assert latest is not None
+                assert latest.instructions == "v2"
+                assert len(await store.specs("acme")) == 2
+                key = ApiKey("k1", "acme", "read", "h1", T0)
+                await store.record_key(key)
+                await store.record_key(ApiKey("k1", "acme", "read", "h1", T0, revoked_at=T0))
+                await store.record_key(key)
+                found = await store.key_by_hash("h1")
+                assert found is not None
+                assert found.revoked_at == T0
+
+    asyncio.run(run())
+
+
+def test_migrations_run_once_and_a_reopened_store_keeps_its_rows() -> None:
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as home:
+            path = Path(home) / "p.db"
+            async with await ProjectionStore.open(path) as store:
+                await store.record_events(EVENTS[:3])
+            async with await ProjectionStore.open(path) as store:
+                assert len(await store.timeline("acme.a")) == 3
+
+    asyncio.run(run())
