@@ -21,6 +21,14 @@ class Settings(BaseSettings):
     admin_port: int = Field(default=9070, description="Restate admin API (loopback only).")
     node_port: int = Field(default=5122, description="Restate node-to-node port.")
     endpoint_port: int = Field(default=9080, description="The service endpoint Restate calls.")
+    gateway_port: int = Field(default=8000, description="The public HTTP API.")
+    gateway_host: str = Field(default="127.0.0.1", description="Where the gateway listens.")
+    max_body_bytes: int = Field(default=65536, ge=1024, description="Largest request body.")
+    live_token: str = Field(
+        default="",
+        description="Shared secret the execution plane uses to push live deltas to the "
+        "gateway; empty: made up per stack by `teaspill up`.",
+    )
     model_path: Path | None = Field(
         default=None,
         description="GGUF file for the `smollm2` model; default: the bundled SmolLM2-135M.",
@@ -43,6 +51,10 @@ class Settings(BaseSettings):
     @property
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
 
     @property
     def endpoint_url(self) -> str:
