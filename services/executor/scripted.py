@@ -14,6 +14,7 @@ A user message that is not a script is answered with `You said: <message>`.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +23,16 @@ import msgspec
 
 from schemas.chat import ChatMessage, ToolCall
 from schemas.model import ModelReply, ModelRequest, Usage
+from services.executor.protocol import TextSink, discard
 
 
 class ScriptedExecutor:
     def __init__(self, answer: Callable[[ModelRequest], ModelReply]) -> None:
         self._answer = answer
 
-    def generate(self, request: ModelRequest, stop: threading.Event) -> ModelReply:
+    def generate(
+        self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
+    ) -> ModelReply:
         return self._answer(request)
 
 
@@ -103,5 +107,11 @@ def script(*lines: dict[str, Any]) -> str:
 class DirectiveExecutor:
     """The `script` model."""
 
-    def generate(self, request: ModelRequest, stop: threading.Event) -> ModelReply:
-        return follow_directives(request, stop)
+    def generate(
+        self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
+    ) -> ModelReply:
+        reply = follow_directives(request, stop)
+        for word in re.split(r"(?<= )", reply.message.content):
+            if word:
+                on_text(word)
+        return reply

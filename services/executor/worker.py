@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from schemas.model import ModelReply, ModelRequest
-from services.executor.protocol import ModelExecutor
+from services.executor.protocol import ModelExecutor, TextSink, discard
 
 
 class ModelWorker:
@@ -29,9 +29,10 @@ class ModelWorker:
         self,
         request: ModelRequest,
         cancelled: Callable[[], Awaitable[object]] | None = None,
+        on_text: TextSink = discard,
     ) -> ModelReply:
         stop = threading.Event()
-        future = self._thread.submit(self._executor.generate, request, stop)
+        future = self._thread.submit(self._executor.generate, request, stop, on_text)
         work = asyncio.wrap_future(future)
         try:
             await _first_of(work, cancelled)

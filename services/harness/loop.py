@@ -175,6 +175,9 @@ def _model_request(given: TurnInput, turn: TurnState) -> ModelRequest:
         tools=_definitions(given, turn),
         max_tokens=turn.spec.limits.max_tokens,
         call_key=f"{given.address}/t{turn.number}/r{turn.round}",
+        agent=given.address,
+        turn=turn.number,
+        round=turn.round,
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from schemas.chat import ChatMessage
 from schemas.model import FinishReason, ModelReply, ModelRequest
+from services.executor.protocol import TextSink, discard
 from services.executor.worker import ModelWorker
 
 REQUEST = ModelRequest(model="fake", messages=(ChatMessage(role="user", content="Hi"),))
@@ -28,7 +29,9 @@ class LoopingExecutor:
         self.started = threading.Event()
         self._lock = threading.Lock()
 
-    def generate(self, request: ModelRequest, stop: threading.Event) -> ModelReply:
+    def generate(
+        self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
+    ) -> ModelReply:
         with self._lock:
             self.calls += 1
             self.active += 1

@@ -77,6 +77,13 @@ def test_the_prompt_has_instructions_history_and_sorted_granted_tools() -> None:
     roles = [(m.role, m.content) for m in request.request.messages]
     assert roles == [("system", "Be brief."), ("user", "earlier"), ("user", "now")]
     assert [t.name for t in request.request.tools] == ["calculator", "spawn_agent", "wait"]
+    named = request.request
+    assert (named.agent, named.turn, named.round, named.call_key) == (
+        "acme.bot",
+        1,
+        1,
+        "acme.bot/t1/r1",
+    )
 
 
 def test_an_unknown_tool_is_refused_and_the_model_is_told() -> None:
