@@ -69,11 +69,42 @@ class Waiting(msgspec.Struct, frozen=True, tag="waiting"):
     pending: tuple[str, ...]
 
 
+class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_requested"):
+    """The model called an `ask` tool: the exact call waits for a person."""
+
+    request_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class ApprovalAnswered(msgspec.Struct, frozen=True, tag="approval_answered"):
+    request_id: str
+    approve: bool
+    note: str = ""
+    by: str = ""
+
+
+class ApprovalAbandoned(msgspec.Struct, frozen=True, tag="approval_abandoned"):
+    """A newer message superseded the turn; the call never ran, its outcome is unknown."""
+
+    request_id: str
+    outcome: Literal["unknown"] = "unknown"
+
+
+class TurnParked(msgspec.Struct, frozen=True, tag="turn_parked"):
+    """No answer came in time. The turn keeps its place and resumes on an answer."""
+
+    request_id: str
+
+
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     outcome: Outcome
     reply: str = ""
     reason: str = ""
-    """For a failed turn: one sentence saying what went wrong."""
+    """For a failed or stopped turn: one sentence saying what happened."""
+    usage: Usage = Usage()
+    """Model tokens the turn used, summed over its finished model calls."""
 
 
 EventBody = (
@@ -85,6 +116,10 @@ EventBody = (
     | ChildSpawned
     | ChildReported
     | Waiting
+    | ApprovalRequested
+    | ApprovalAnswered
+    | ApprovalAbandoned
+    | TurnParked
     | TurnEnded
 )
 
@@ -111,7 +146,7 @@ class TimelinePage(msgspec.Struct, frozen=True):
     """The agent's newest seq, so a reader knows whether more is there."""
 
 
-AgentState = Literal["idle", "running", "waiting"]
+AgentState = Literal["idle", "running", "waiting", "parked"]
 
 
 class AgentStatus(msgspec.Struct, frozen=True):
@@ -121,6 +156,10 @@ class AgentStatus(msgspec.Struct, frozen=True):
     last_seq: int = 0
     last_outcome: Outcome | None = None
     queued: int = 0
+    tokens_day: str = ""
+    """The UTC day `tokens_used` counts (the day of the agent's last model call)."""
+    tokens_used: int = 0
+    """Model tokens charged to the agent on `tokens_day`, the call in flight excluded."""
 
 
 class WakeResult(msgspec.Struct, frozen=True):
@@ -129,3 +168,11 @@ class WakeResult(msgspec.Struct, frozen=True):
     status: AgentStatus
     reply: str = ""
     """The final reply, when this wake ended a turn that succeeded."""
+    note: str = ""
+    """Anything else the sender should know, e.g. that there was nothing to stop."""
+
+
+class StopAnswer(msgspec.Struct, frozen=True):
+    stopping: bool
+    """False when there was nothing to stop."""
+    message: str

@@ -8,7 +8,7 @@ from typing import Literal
 import msgspec
 
 from schemas.chat import ChatMessage, ToolCall
-from schemas.model import ModelReply, ModelRequest
+from schemas.model import ModelReply, ModelRequest, Usage
 from schemas.spec import AgentSpec
 from schemas.wake import ParentRef
 
@@ -30,6 +30,8 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     child: str
     task: str
     depth: int
+    spec: AgentSpec
+    """The child's spec: the parent's, with grants never wider."""
 
 
 class Refuse(msgspec.Struct, frozen=True, tag="refuse"):
@@ -37,6 +39,13 @@ class Refuse(msgspec.Struct, frozen=True, tag="refuse"):
 
     call: ToolCall
     reason: str
+
+
+class AskApproval(msgspec.Struct, frozen=True, tag="ask_approval"):
+    """End the wake until a person approves or denies `call`."""
+
+    request_id: str
+    call: ToolCall
 
 
 class Wait(msgspec.Struct, frozen=True, tag="wait"):
@@ -57,7 +66,7 @@ class Fail(msgspec.Struct, frozen=True, tag="fail"):
     reason: str
 
 
-Command = CallModel | CallTool | Spawn | Refuse | Wait | Reply | Fail
+Command = CallModel | CallTool | Spawn | Refuse | AskApproval | Wait | Reply | Fail
 
 # --- results ------------------------------------------------------------------------
 
@@ -90,6 +99,14 @@ class PendingChild(msgspec.Struct, frozen=True):
     call_id: str
 
 
+class PendingApproval(msgspec.Struct, frozen=True):
+    request_id: str
+    call: ToolCall
+    answer: bool | None = None
+    """None until a person answers; then True (approved) or False (denied)."""
+    note: str = ""
+
+
 class TurnState(msgspec.Struct, frozen=True):
     """Everything a turn needs to continue in a later wake."""
 
@@ -104,3 +121,12 @@ class TurnState(msgspec.Struct, frozen=True):
     waiting: bool = False
     parent: ParentRef | None = None
     depth: int = 0
+    approval: PendingApproval | None = None
+    remaining: tuple[ToolCall, ...] = ()
+    """Calls of the round that come after the one waiting for approval."""
+    parked: bool = False
+    """It waited longer than the spec's approval timeout; it still resumes on an answer."""
+    active_seconds: float = 0
+    """Time spent running in earlier wakes, for the wall-time budget."""
+    usage: Usage = Usage()
+    """Model tokens used so far, summed over finished model calls."""

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
+
+Policy = Literal["allow", "ask", "deny"]
+"""`allow`: the model may call the tool; `ask`: each call waits for a person's approval;
+`deny`: the tool is never shown and a call to it is refused."""
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -14,16 +20,40 @@ class Limits(msgspec.Struct, frozen=True):
     """Children one turn may spawn."""
     max_depth: int = 3
     """How deep a chain of spawned children may go."""
+    max_turn_tokens: int = 0
+    """Model tokens (prompt and completion) one turn may use; 0 for no limit."""
+    max_turn_seconds: float = 0
+    """Seconds one turn may spend running (waits excluded); 0 for no limit."""
+    max_daily_tokens: int = 0
+    """Model tokens the agent may use per UTC day; 0 for no limit."""
+    approval_timeout: float = 300
+    """Seconds a turn waits for an approval before it is parked."""
 
 
 class AgentSpec(msgspec.Struct, frozen=True):
     kind: str
     instructions: str
     model: str = "smollm2"
-    tools: tuple[str, ...] = ()
-    """Names of the tools the agent is granted, besides the built-in `spawn_agent` and `wait`
-    when `can_spawn` is set."""
+    tools: tuple[str, ...] | dict[str, Policy] = ()
+    """The tools the agent is granted: names (each `allow`), or names with their policy.
+    The built-in `spawn_agent` and `wait` come with `can_spawn`."""
     can_spawn: bool = False
     limits: Limits = Limits()
     version: int = 0
     """0 for an ad-hoc spec; published versions count from 1 per kind."""
+
+
+def grants(spec: AgentSpec) -> dict[str, Policy]:
+    """Every granted tool with its policy."""
+    if isinstance(spec.tools, dict):
+        return dict(spec.tools)
+    return dict.fromkeys(spec.tools, "allow")
+
+
+def narrowed(parent: AgentSpec, wanted: list[str] | None) -> AgentSpec:
+    """A child's spec: the parent's, with grants cut down to `wanted` (never widened)."""
+    if wanted is None:
+        return parent
+    own = grants(parent)
+    kept = {name: own[name] for name in wanted if name in own}
+    return msgspec.structs.replace(parent, tools=kept)

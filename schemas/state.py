@@ -40,3 +40,20 @@ class Segment(msgspec.Struct, frozen=True):
 
 
 SEGMENT_SIZE = 64
+
+
+class Ledger(msgspec.Struct, frozen=True):
+    """Model tokens charged to the agent, per UTC day. A call's estimate is reserved before
+    it runs and replaced by what it used after; the state write and the call are in one
+    journal, so a crash between them neither loses nor doubles a charge."""
+
+    day: str = ""
+    day_tokens: int = 0
+    reserved: int = 0
+    """Tokens reserved by the model call in flight (0 when none is)."""
+
+
+class Answered(msgspec.Struct, frozen=True):
+    """Recently answered approval requests, so a second answer gets a clear error."""
+
+    requests: tuple[str, ...] = ()

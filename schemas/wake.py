@@ -48,9 +48,25 @@ class Timer(msgspec.Struct, frozen=True, tag="timer"):
     """A delayed send the agent made to itself."""
 
     name: str
+    turn: int = 0
 
 
-Wake = Message | ChildFinished | Timer
+class Approval(msgspec.Struct, frozen=True, tag="approval"):
+    """A person's answer to an `approval_requested` event."""
+
+    request_id: str
+    approve: bool
+    note: str = ""
+    by: str = ""
+
+
+class Stop(msgspec.Struct, frozen=True, tag="stop"):
+    """End the turn in progress as stopped."""
+
+    by: str = ""
+
+
+Wake = Message | ChildFinished | Timer | Approval | Stop
 
 
 class WakeEnvelope(msgspec.Struct, frozen=True):

@@ -13,6 +13,7 @@ import httpx
 import restate
 
 from services.agent.object import agent_object
+from services.agent.observers import load_observers
 from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.service import model_service
@@ -29,7 +30,9 @@ def _control(services: Services, closers: list[Closer]) -> None:
     config = settings()
     projection = Projection(config.home / "projection.db")
     services += [
-        agent_object(load_tools(config.home, config.tool_modules)),
+        agent_object(
+            load_tools(config.home, config.tool_modules), load_observers(config.observer_modules)
+        ),
         tenant,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from schemas.events import AgentStatus, TimelinePage, TimelineQuery, WakeResult
+from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
 from schemas.spec import AgentSpec
 from schemas.wake import Message, Wake, WakeEnvelope
 
@@ -43,6 +43,10 @@ class Ingress:
         self, address: str, text: str, spec: AgentSpec | None = None, key: str | None = None
     ) -> WakeResult:
         return self.wake(address, Message(text, spec=spec), key)
+
+    def stop(self, address: str) -> StopAnswer:
+        raw = self._post(f"/Agent/{address}/stop", b"", None)
+        return msgspec.json.decode(raw, type=StopAnswer)
 
     def status(self, address: str) -> AgentStatus:
         raw = self._post(f"/Agent/{address}/status", b"", None)

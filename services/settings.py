@@ -39,6 +39,10 @@ class Settings(BaseSettings):
         default=(),
         description="Extra modules whose `TOOLS` list is added to the tool registry.",
     )
+    observer_modules: tuple[str, ...] = Field(
+        default=(),
+        description="Modules whose `OBSERVERS` list is told about every timeline event.",
+    )
     model_modules: tuple[str, ...] = Field(
         default=(),
         description="Extra modules whose `MODELS` mapping is added to the model registry.",

@@ -1,14 +1,18 @@
 """The driver: turns the harness's commands into durable steps and timeline events.
 
-This is the only code that touches the Restate context on the agent's behalf.
+This is the only code that touches the Restate context on the agent's behalf. Every model
+and tool call crosses the policy pipeline first.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import msgspec
 import restate
 
 from schemas.events import (
+    ApprovalRequested,
     ChildSpawned,
     EventBody,
     ModelMessage,
@@ -19,6 +23,7 @@ from schemas.events import (
 )
 from schemas.harness import (
     Ack,
+    AskApproval,
     CallModel,
     CallTool,
     Command,
@@ -32,69 +37,96 @@ from schemas.harness import (
     TurnState,
     Wait,
 )
-from schemas.model import ModelReply
-from schemas.wake import Message, ParentRef, WakeEnvelope
+from schemas.model import ModelReply, Usage
+from schemas.wake import Message, ParentRef, Timer, WakeEnvelope
+from services.agent.pipeline import BudgetExceededError, Pipeline
 from services.agent.timeline import Timeline
 from services.harness.loop import Turn
 from services.tools.registry import ToolRegistry
 
 AGENT = "Agent"
 MODEL = "Model"
+CANCELLED = 409
+"""The status of the TerminalError Restate raises in a cancelled invocation."""
+
+
+def add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.cached_tokens + b.cached_tokens,
+    )
 
 
 class Driver:
     def __init__(
-        self, ctx: restate.ObjectContext, address: str, timeline: Timeline, tools: ToolRegistry
+        self,
+        ctx: restate.ObjectContext,
+        address: str,
+        timeline: Timeline,
+        tools: ToolRegistry,
+        pipeline: Pipeline,
     ) -> None:
         self._ctx = ctx
         self._address = address
         self._timeline = timeline
         self._tools = tools
+        self._pipeline = pipeline
+        self.round = 0
+        self.usage = Usage()
 
     async def drive(self, turn: Turn, state: TurnState) -> tuple[TurnState, Command]:
-        """Run the harness to the end of this wake; return its state and last command."""
-        self._number, self._round = state.number, state.round
+        """Run the harness to the end of this wake; return its state and last command.
+
+        `round` and `usage` follow the turn as it goes, so a caller that is interrupted
+        (a stop) still knows how far it got.
+        """
+        self._state, self.round, self.usage = state, state.round, state.usage
         command = next(turn)
         while True:
             try:
-                result = await self._perform(command, state)
-            except restate.TerminalError as error:
+                result = await self._perform(command)
+            except (restate.TerminalError, BudgetExceededError) as error:
+                if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
+                    raise
                 turn.close()
-                command = Fail(f"The model step failed: {error.message}")
-                await self._perform(command, state)
-                return state, command
+                command = Fail(_reason(error))
+                await self._perform(command)
+                return msgspec.structs.replace(state, usage=self.usage), command
             try:
                 command = turn.send(result)
             except StopIteration as stop:
                 final: TurnState = stop.value
-                return final, command
+                return msgspec.structs.replace(final, usage=self.usage), command
 
-    async def _perform(self, command: Command, state: TurnState) -> Result:
+    async def _perform(self, command: Command) -> Result:
         match command:
             case CallModel():
                 return await self._call_model(command)
             case CallTool():
                 return await self._call_tool(command)
             case Spawn():
-                return await self._spawn(command, state)
+                return await self._spawn(command)
             case Refuse(call=call, reason=reason):
-                await self._record(
-                    ToolCalled(call.id, call.name, call.arguments),
-                    ToolFinished(call.id, call.name, "error", reason),
-                )
+                await self._refused(call.id, call.name, call.arguments, reason)
+            case AskApproval():
+                await self._ask(command)
             case Wait(pending=pending):
                 await self._record(Waiting(pending))
             case Reply(text=text):
-                await self._record(TurnEnded("succeeded", reply=text))
+                await self._record(TurnEnded("succeeded", reply=text, usage=self.usage))
             case Fail(reason=reason):
-                await self._record(TurnEnded("failed", reason=reason))
+                await self._record(TurnEnded("failed", reason=reason, usage=self.usage))
         return Ack()
 
     async def _call_model(self, command: CallModel) -> ModelReply:
-        self._round += 1
         request = command.request
+        self.round = request.round
+        await self._pipeline.before_model(self._with_usage(), request)
         raw = await self._ctx.generic_call(MODEL, "generate", msgspec.json.encode(request))
         reply = msgspec.json.decode(raw, type=ModelReply)
+        self.usage = add(self.usage, reply.usage)
+        await self._pipeline.after_model(reply.usage)
         message = reply.message
         await self._record(
             ModelMessage(request.model, message.content, message.tool_calls, reply.usage)
@@ -103,6 +135,10 @@ class Driver:
 
     async def _call_tool(self, command: CallTool) -> ToolResult:
         call = command.call
+        problem = await self._pipeline.before_tool(self._with_usage(), call)
+        if problem is not None:
+            await self._refused(call.id, call.name, call.arguments, problem)
+            return ToolResult(call.id, call.name, "error", problem)
         await self._record(ToolCalled(call.id, call.name, call.arguments))
         result = await self._ctx.run_typed(
             f"tool {call.name} {call.id}",
@@ -115,18 +151,50 @@ class Driver:
         await self._record(ToolFinished(call.id, call.name, result.status, result.content))
         return result
 
-    async def _spawn(self, command: Spawn, state: TurnState) -> Spawned:
-        parent = ParentRef(self._address, state.number, command.call.id)
-        message = Message(command.task, spec=state.spec, parent=parent, depth=command.depth)
-        self._ctx.generic_send(
-            AGENT,
-            "wake",
-            msgspec.json.encode(WakeEnvelope(message)),
-            key=command.child,
-            idempotency_key=f"spawn {command.child}",
-        )
+    async def _spawn(self, command: Spawn) -> Spawned:
+        parent = ParentRef(self._address, self._state.number, command.call.id)
+        message = Message(command.task, spec=command.spec, parent=parent, depth=command.depth)
+        self._send_wake(command.child, message, key=f"spawn {command.child}")
         await self._record(ChildSpawned(command.call.id, command.child, command.task))
         return Spawned(command.child)
 
+    async def _ask(self, command: AskApproval) -> None:
+        call = command.call
+        await self._record(
+            ApprovalRequested(command.request_id, call.id, call.name, call.arguments)
+        )
+        timeout = timedelta(seconds=self._state.spec.limits.approval_timeout)
+        timer = Timer("park", turn=self._state.number)
+        self._send_wake(self._address, timer, delay=timeout)
+
+    async def _refused(
+        self, call_id: str, name: str, arguments: dict[str, object], why: str
+    ) -> None:
+        await self._record(
+            ToolCalled(call_id, name, dict(arguments)), ToolFinished(call_id, name, "error", why)
+        )
+
+    def _send_wake(
+        self,
+        address: str,
+        wake: Message | Timer,
+        *,
+        key: str | None = None,
+        delay: timedelta | None = None,
+    ) -> None:
+        body = msgspec.json.encode(WakeEnvelope(wake))
+        self._ctx.generic_send(
+            AGENT, "wake", body, key=address, idempotency_key=key, send_delay=delay
+        )
+
+    def _with_usage(self) -> TurnState:
+        return msgspec.structs.replace(self._state, usage=self.usage)
+
     async def _record(self, *bodies: EventBody) -> None:
-        await self._timeline.append(self._number, self._round, *bodies)
+        await self._timeline.append(self._state.number, self.round, *bodies)
+
+
+def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
+    if isinstance(error, BudgetExceededError):
+        return str(error)
+    return f"The model step failed: {error.message}"

@@ -1,4 +1,5 @@
-"""The `Agent` virtual object: one exclusive `wake` handler, shared read-only views."""
+"""The `Agent` virtual object: one exclusive `wake` handler, shared read-only views, and
+`stop`, which reaches a turn even while its wake is running."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import msgspec
 import restate
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.events import AgentStatus, TimelinePage, TimelineQuery, WakeResult
-from schemas.wake import ChildFinished, Message, Timer, WakeEnvelope
-from services.agent.agent import AgentWake, status
+from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
+from schemas.harness import TurnState
+from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, WakeEnvelope
+from services.agent.control import ControlledWake
+from services.agent.observers import Observer
+from services.agent.state import RUNNING, TURN, status
 from services.agent.timeline import read_page
 from services.tools.registry import ToolRegistry
 
@@ -18,7 +22,9 @@ STEP_TIMEOUT = timedelta(minutes=10)
 """Above the slowest tool step; a wake waiting on a model call suspends instead."""
 
 
-def agent_object(tools: ToolRegistry) -> restate.VirtualObject:
+def agent_object(
+    tools: ToolRegistry, observers: list[Observer] | None = None
+) -> restate.VirtualObject:
     agent = restate.VirtualObject(
         "Agent",
         description="An AI agent: handles one wake at a time and records a timeline.",
@@ -31,14 +37,20 @@ def agent_object(tools: ToolRegistry) -> restate.VirtualObject:
     async def wake(ctx: restate.ObjectContext, raw: bytes) -> WakeResult:
         address = _address(ctx.key())
         envelope = _decode(raw)
-        session = AgentWake(ctx, address, tools)
-        match envelope.wake:
-            case Message() as message:
-                return await session.on_message(message)
-            case ChildFinished() as report:
-                return await session.on_child(report)
-            case Timer():
-                return WakeResult(await status(ctx, address))
+        return await _dispatch(ControlledWake(ctx, address, tools, observers or []), envelope)
+
+    @agent.handler(kind="shared")
+    async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
+        address = _address(ctx.key())
+        running = await ctx.get(RUNNING, type_hint=str)
+        if running:
+            ctx.cancel_invocation(running)
+            return StopAnswer(True, f"Stopping the turn {address} is running.")
+        if await ctx.get(TURN, type_hint=TurnState) is not None:
+            body = msgspec.json.encode(WakeEnvelope(Stop()))
+            ctx.generic_send("Agent", "wake", body, key=address)
+            return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
+        return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
     @agent.handler(kind="shared", name="status")
     async def get_status(ctx: restate.ObjectSharedContext) -> AgentStatus:
@@ -54,6 +66,20 @@ def agent_object(tools: ToolRegistry) -> restate.VirtualObject:
         return await read_page(ctx, query.after_seq, query.limit)
 
     return agent
+
+
+async def _dispatch(session: ControlledWake, envelope: WakeEnvelope) -> WakeResult:
+    match envelope.wake:
+        case Message() as message:
+            return await session.on_message(message)
+        case ChildFinished() as report:
+            return await session.on_child(report)
+        case Approval() as answer:
+            return await session.on_approval(answer)
+        case Timer() as timer:
+            return await session.on_timer(timer)
+        case Stop() as stop:
+            return await session.on_stop(stop)
 
 
 def _address(key: str) -> str:

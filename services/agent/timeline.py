@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
@@ -10,6 +11,7 @@ import restate
 from schemas.catalog import EventBatch
 from schemas.events import Event, EventBody, TimelinePage
 from schemas.state import SEGMENT_SIZE, Segment, TimelineMeta
+from services.agent.observers import Observer, notify
 
 META = "timeline"
 PROJECTOR = "Projector"
@@ -28,9 +30,12 @@ class Timeline:
     """Appends events with contiguous seq numbers. Only the agent's exclusive handler
     writes here."""
 
-    def __init__(self, ctx: restate.ObjectContext, address: str) -> None:
+    def __init__(
+        self, ctx: restate.ObjectContext, address: str, observers: Sequence[Observer] = ()
+    ) -> None:
         self._ctx = ctx
         self._address = address
+        self._observers = observers
         self._meta: TimelineMeta | None = None
         self._segment: tuple[int, Segment] | None = None
 
@@ -52,6 +57,7 @@ class Timeline:
         self._ctx.set(META, self._meta)
         batch = msgspec.json.encode(EventBatch(tuple(events)))
         self._ctx.generic_send(PROJECTOR, "events", batch)
+        notify(self._observers, events)
         return events
 
     async def _store(self, event: Event) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 import restate
 
@@ -33,16 +35,39 @@ def model_service(models: ModelRegistry, live: Post | None = None) -> restate.Se
             raise restate.TerminalError(str(error), status_code=404) from error
         text = LiveText(request, live) if live is not None and request.agent else None
         pusher = asyncio.create_task(text.run()) if text is not None else None
+        cancelled = asyncio.Event()
+        attempt = ctx.request().attempt_finished_event
+
+        async def run() -> ModelReply:
+            try:
+                return await worker.generate(
+                    request,
+                    lambda: _first_of(cancelled.wait(), attempt.wait()),  # type: ignore[no-untyped-call]
+                    on_text=text.write if text is not None else discard,
+                )
+            except ValueError as error:
+                raise restate.TerminalError(str(error), status_code=400) from error
+
+        # The generation runs as a step so that this handler awaits a Restate future: only
+        # then does it see a cancellation, and can stop the model's thread.
         try:
-            return await worker.generate(
-                request,
-                ctx.request().attempt_finished_event.wait,
-                on_text=text.write if text is not None else discard,
+            return await ctx.run_typed(
+                "generate", run, restate.RunOptions(type_hint=ModelReply, max_attempts=3)
             )
-        except ValueError as error:
-            raise restate.TerminalError(str(error), status_code=400) from error
+        except restate.TerminalError:
+            cancelled.set()
+            raise
         finally:
             if pusher is not None:
                 pusher.cancel()
 
     return service
+
+
+async def _first_of(*waits: Coroutine[Any, Any, Any]) -> None:
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

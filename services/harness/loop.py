@@ -15,10 +15,12 @@ import msgspec
 from schemas.address import child_address, parse_address
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.harness import (
+    AskApproval,
     CallModel,
     CallTool,
     Command,
     Fail,
+    PendingApproval,
     PendingChild,
     Refuse,
     Reply,
@@ -30,6 +32,7 @@ from schemas.harness import (
     Wait,
 )
 from schemas.model import ModelReply, ModelRequest
+from schemas.spec import Policy, grants, narrowed
 from schemas.wake import ChildFinished
 from services.harness.builtins import BUILTIN_DEFINITIONS, SPAWN, WAIT
 
@@ -48,11 +51,22 @@ class TurnInput:
 
 def run_turn(given: TurnInput) -> Turn:
     turn = given.turn
-    if turn.waiting:
+    if turn.approval is not None:
+        if turn.approval.answer is None:
+            yield AskApproval(turn.approval.request_id, turn.approval.call)
+            return turn
+        turn, status = yield from _answered(given, turn)
+        if status != _GO_ON:
+            return turn
+    elif turn.waiting:
         if turn.pending:
             yield Wait(tuple(child.address for child in turn.pending))
             return turn
         turn = _resume(turn)
+    return (yield from _rounds(given, turn))
+
+
+def _rounds(given: TurnInput, turn: TurnState) -> Turn:
     while True:
         if turn.round >= turn.spec.limits.max_rounds:
             yield Fail(
@@ -67,10 +81,30 @@ def run_turn(given: TurnInput) -> Turn:
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
             return turn
-        turn, wait_asked = yield from _run_calls(given, turn, reply.message.tool_calls)
-        if wait_asked and turn.pending:
-            yield Wait(tuple(child.address for child in turn.pending))
-            return msgspec.structs.replace(turn, waiting=True)
+        turn, status = yield from _run_calls(given, turn, reply.message.tool_calls)
+        if status != _GO_ON:
+            return turn
+
+
+_GO_ON, _PAUSED = "go on", "paused"
+
+
+def _answered(
+    given: TurnInput, turn: TurnState
+) -> Generator[Command, Result, tuple[TurnState, str]]:
+    """Run (or refuse) the call a person answered, then the rest of its round's calls."""
+    approval = turn.approval
+    assert approval is not None
+    call, remaining = approval.call, turn.remaining
+    turn = msgspec.structs.replace(turn, approval=None, parked=False, remaining=())
+    if approval.answer:
+        result = yield CallTool(call, _idempotency_key(given.address, turn, call))
+        assert isinstance(result, ToolResult)
+        turn = _append(turn, _tool_message(call, result.content))
+    else:
+        note = f" Their note: {approval.note}" if approval.note else ""
+        turn = _append(turn, _tool_message(call, f"A person denied this call.{note}"))
+    return (yield from _run_calls(given, turn, remaining))
 
 
 def child_reported(turn: TurnState, report: ChildFinished) -> TurnState:
@@ -110,14 +144,23 @@ def _last_call(turn: TurnState, name: str) -> ToolCall | None:
 
 def _run_calls(
     given: TurnInput, turn: TurnState, calls: tuple[ToolCall, ...]
-) -> Generator[Command, Result, tuple[TurnState, bool]]:
-    granted = {tool.name for tool in _definitions(given, turn)}
+) -> Generator[Command, Result, tuple[TurnState, str]]:
+    """Run a round's calls in order. Stops at a call that needs approval (the rest wait
+    in `remaining`), and after the round if the model asked to wait for children."""
+    policies = _policies(given, turn)
     wait_asked = False
     for index, call in enumerate(calls):
-        if call.name not in granted:
-            reason = _refusal(call, granted)
+        policy = policies.get(call.name)
+        if policy is None:
+            reason = _refusal(call, policies)
             yield Refuse(call, reason)
             turn = _append(turn, _tool_message(call, reason))
+        elif policy == "ask":
+            request_id = f"t{turn.number}r{turn.round}-{call.id}"
+            yield AskApproval(request_id, call)
+            pending = PendingApproval(request_id, call)
+            rest = calls[index + 1 :]
+            return msgspec.structs.replace(turn, approval=pending, remaining=rest), _PAUSED
         elif call.name == WAIT:
             wait_asked = True
             if not turn.pending:
@@ -128,7 +171,10 @@ def _run_calls(
             result = yield CallTool(call, _idempotency_key(given.address, turn, call))
             assert isinstance(result, ToolResult)
             turn = _append(turn, _tool_message(call, result.content))
-    return turn, wait_asked
+    if wait_asked and turn.pending:
+        yield Wait(tuple(child.address for child in turn.pending))
+        return msgspec.structs.replace(turn, waiting=True), _PAUSED
+    return turn, _GO_ON
 
 
 def _spawn(
@@ -144,7 +190,9 @@ def _spawn(
         problem = f"Helpers may not be nested deeper than {limits.max_depth} levels."
     else:
         child = str(child_address(parse_address(given.address), turn.number, turn.round, index))
-        result = yield Spawn(call, child, task, turn.depth + 1)
+        wanted = call.arguments.get("tools")
+        tools = [str(name) for name in wanted] if isinstance(wanted, list) else None
+        result = yield Spawn(call, child, task, turn.depth + 1, narrowed(turn.spec, tools))
         assert isinstance(result, Spawned)
         pending = (*turn.pending, PendingChild(child, call.id))
         turn = msgspec.structs.replace(turn, pending=pending, spawned=turn.spawned + 1)
@@ -154,16 +202,28 @@ def _spawn(
     return _append(turn, _tool_message(call, problem))
 
 
-def _refusal(call: ToolCall, granted: set[str]) -> str:
+def _refusal(call: ToolCall, granted: dict[str, Policy]) -> str:
     available = ", ".join(sorted(granted)) or "none"
     return f"There is no tool named {call.name!r} you can call. Tools you can call: {available}."
 
 
-def _definitions(given: TurnInput, turn: TurnState) -> tuple[ToolDefinition, ...]:
-    granted = set(turn.spec.tools)
-    tools = [tool for tool in given.tools if tool.name in granted]
+def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
+    """The tools the model may call (`allow` or `ask`), by name. Denied tools and tools
+    the registry does not know are left out: the model is never shown them."""
+    known = {tool.name for tool in given.tools}
+    shown: dict[str, Policy] = {
+        name: policy
+        for name, policy in grants(turn.spec).items()
+        if policy != "deny" and name in known
+    }
     if turn.spec.can_spawn:
-        tools.extend(BUILTIN_DEFINITIONS)
+        shown.update(dict.fromkeys((SPAWN, WAIT), "allow"))
+    return shown
+
+
+def _definitions(given: TurnInput, turn: TurnState) -> tuple[ToolDefinition, ...]:
+    shown = _policies(given, turn)
+    tools = [tool for tool in (*given.tools, *BUILTIN_DEFINITIONS) if tool.name in shown]
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 

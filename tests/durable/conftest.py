@@ -75,6 +75,7 @@ def stack_settings(home: Path) -> Settings:
         node_port=free_port(),
         endpoint_port=free_port(),
         tool_modules=("tests.fixtures.tools",),
+        observer_modules=("tests.fixtures.observers",),
         model_context=2048,
     )
 

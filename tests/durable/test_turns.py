@@ -61,7 +61,12 @@ def test_a_turn_runs_two_rounds_and_records_every_event_in_order(
     assert called.arguments == {"expression": "6*7"}
     assert isinstance(finished, ToolFinished)
     assert (finished.status, finished.content) == ("ok", "42")
-    assert events[-1].body == TurnEnded("succeeded", reply="The answer is 42.")
+    ended = events[-1].body
+    assert isinstance(ended, TurnEnded)
+    assert (ended.outcome, ended.reply) == ("succeeded", "The answer is 42.")
+    models = [e.body for e in events if isinstance(e.body, ModelMessage)]
+    assert ended.usage.prompt_tokens == sum(m.usage.prompt_tokens for m in models) > 0
+    assert ended.usage.completion_tokens == sum(m.usage.completion_tokens for m in models)
     assert all(a.at <= b.at for a, b in itertools.pairwise(events))
 
 

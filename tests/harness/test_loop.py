@@ -5,8 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from schemas.chat import ChatMessage
+from schemas.chat import ChatMessage, ToolDefinition
 from schemas.harness import (
+    AskApproval,
     CallModel,
     CallTool,
     Fail,
@@ -177,3 +178,108 @@ def test_replaying_the_same_results_yields_the_same_commands() -> None:
     spec = msgspec.structs.replace(SPEC, can_spawn=True)
     given = start(fan_out_script(3), spec)
     assert run(given).commands == run(given).commands
+
+
+ASKING = AgentSpec(
+    kind="guarded",
+    instructions="x",
+    model="script",
+    tools={"calculator": "allow", "ledger": "ask", "shell": "deny"},
+)
+GUARDED_TOOLS = (
+    CALCULATOR.definition,
+    ToolDefinition("ledger", "Write to the ledger."),
+    ToolDefinition("shell", "Run a command."),
+)
+
+
+def guarded(text: str) -> TurnInput:
+    turn = TurnState(number=1, spec=ASKING, messages=(ChatMessage(role="user", content=text),))
+    return TurnInput("acme.bot", turn, (), GUARDED_TOOLS)
+
+
+def test_a_denied_tool_is_never_shown_and_a_call_to_it_is_refused() -> None:
+    text = script({"calls": [{"name": "shell", "arguments": {}}]}, {"reply": "{results}"})
+    recording = run(guarded(text))
+    request = recording.commands[0]
+    assert isinstance(request, CallModel)
+    assert [t.name for t in request.request.tools] == ["calculator", "ledger"]
+    assert "Run a command." not in str(request.request), "the denied tool is not described"
+    assert kinds(recording) == ["CallModel", "Refuse", "CallModel", "Reply"]
+
+
+def ask_then_more() -> str:
+    return script(
+        {
+            "calls": [
+                {"name": "ledger", "arguments": {"entry": "a"}},
+                {"name": "calculator", "arguments": {"expression": "2+2"}},
+            ]
+        },
+        {"reply": "done: {results}"},
+    )
+
+
+def test_an_ask_tool_ends_the_wake_and_keeps_the_rest_of_the_round() -> None:
+    recording = run(guarded(ask_then_more()))
+    assert kinds(recording) == ["CallModel", "AskApproval"]
+    ask = recording.commands[-1]
+    assert isinstance(ask, AskApproval)
+    assert ask.request_id == "t1r1-call_0"
+    assert ask.call.arguments == {"entry": "a"}
+    final = recording.final
+    assert final is not None
+    assert final.approval is not None
+    assert final.approval.answer is None
+    assert [c.name for c in final.remaining] == ["calculator"]
+
+
+def answer(approve: bool) -> Recording:
+    first = run(guarded(ask_then_more()))
+    assert first.final is not None
+    assert first.final.approval is not None
+    approval = msgspec.structs.replace(first.final.approval, answer=approve, note="not today")
+    turn = msgspec.structs.replace(first.final, approval=approval)
+    return run(TurnInput("acme.bot", turn, (), GUARDED_TOOLS))
+
+
+def test_an_approved_call_runs_then_the_round_goes_on_where_it_paused() -> None:
+    recording = answer(approve=True)
+    assert kinds(recording) == ["CallTool", "CallTool", "CallModel", "Reply"]
+    assert [c.call.name for c in recording.commands[:2] if isinstance(c, CallTool)] == [
+        "ledger",
+        "calculator",
+    ]
+    assert recording.final is not None
+    assert recording.final.approval is None
+
+
+def test_a_denied_call_is_not_run_and_the_model_is_told() -> None:
+    recording = answer(approve=False)
+    assert kinds(recording) == ["CallTool", "CallModel", "Reply"]
+    call = recording.commands[0]
+    assert isinstance(call, CallTool)
+    assert call.call.name == "calculator"
+    reply = recording.commands[-1]
+    assert isinstance(reply, Reply)
+    assert "A person denied this call. Their note: not today" in reply.text
+
+
+def test_a_pending_approval_asks_again_when_woken_without_an_answer() -> None:
+    first = run(guarded(ask_then_more()))
+    assert first.final is not None
+    again = run(TurnInput("acme.bot", first.final, (), GUARDED_TOOLS))
+    assert kinds(again) == ["AskApproval"]
+
+
+def test_a_child_can_only_narrow_its_parents_grants() -> None:
+    spec = msgspec.structs.replace(ASKING, can_spawn=True)
+    spawn = {
+        "name": "spawn_agent",
+        "arguments": {"task": "t", "tools": ["ledger", "shell", "rm_rf"]},
+    }
+    turn = TurnState(1, spec, (ChatMessage(role="user", content=script({"calls": [spawn]})),))
+    recording = run(TurnInput("acme.bot", turn, (), GUARDED_TOOLS))
+    spawned = [c for c in recording.commands if isinstance(c, Spawn)]
+    assert len(spawned) == 1
+    assert spawned[0].spec.tools == {"ledger": "ask", "shell": "deny"}
