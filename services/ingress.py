@@ -57,6 +57,10 @@ class Ingress:
         raw = self._post(f"/Agent/{address}/timeline", body, None)
         return msgspec.json.decode(raw, type=TimelinePage)
 
+    def call(self, path: str, body: bytes = b"") -> bytes:
+        """Any handler, by path: `/Service/key/handler`."""
+        return self._post(path, body, None)
+
     def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
         headers = {"content-type": "application/json"} if body else {}
         if idempotency_key:

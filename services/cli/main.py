@@ -1,15 +1,15 @@
-"""`teaspill`: start the stack, talk to agents, read timelines."""
+"""`teaspill`: run the stack, talk to agents, follow timelines, operate."""
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from services.cli import stack, talk
+from services.cli import admin, stack, talk
 from services.ingress import Ingress, IngressError
+from services.keys import SCOPES
 from services.settings import Settings
 from services.specs import SpecError, load_spec
 from services.stack import StackError
@@ -17,33 +17,103 @@ from services.stack import StackError
 EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "assistant.toml"
 EXAMPLE_AGENT = "local.assistant"
 
+Run = Callable[[argparse.Namespace, Settings, Ingress], int | None]
 
-def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(prog="teaspill", description=__doc__)
-    verbs = cli.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = verbs.add_parser("up", help="start the stack and chat with the example agent")
     up.add_argument("--spec", type=Path, default=EXAMPLE_SPEC, help="agent spec to chat with")
     up.add_argument("--agent", default=EXAMPLE_AGENT, help="address of the agent to chat with")
     up.add_argument("--detach", action="store_true", help="leave the stack running and return")
     up.add_argument("--no-chat", action="store_true", help="serve until Ctrl-C, without a chat")
-
     verbs.add_parser("down", help="stop a stack started with `up --detach`")
     verbs.add_parser("status", help="say which parts of the stack answer")
 
+
+def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     send = verbs.add_parser("send", help="send one message and print the reply")
     send.add_argument("address", help="agent address, e.g. acme.helper")
     send.add_argument("text", help="the message")
     send.add_argument("--spec", type=Path, help="spec file (needed for an agent's first message)")
     send.add_argument("--timeline", action="store_true", help="also print the turn's events")
+    send.add_argument("--follow", action="store_true", help="print the turn live as it runs")
+    send.set_defaults(run=_send)
 
     chat = verbs.add_parser("chat", help="talk to an agent interactively")
     chat.add_argument("address")
     chat.add_argument("--spec", type=Path, default=EXAMPLE_SPEC)
+    chat.set_defaults(run=lambda a, s, i: talk.chat(i, a.address, load_spec(a.spec)))
 
-    timeline = verbs.add_parser("timeline", help="print an agent's timeline")
-    timeline.add_argument("address")
-    timeline.add_argument("--after", type=int, default=0, help="start after this seq")
+    tail = verbs.add_parser("tail", help="print an agent's timeline, and follow it with -f")
+    tail.add_argument("address")
+    tail.add_argument("--after", type=int, default=0, help="start after this seq")
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
+    tail.set_defaults(run=lambda a, s, i: talk.tail(i, a.address, a.after, follow=a.follow))
+
+    approve = verbs.add_parser("approve", help="answer an approval request")
+    approve.add_argument("address")
+    approve.add_argument("request_id", help="from the approval_requested event")
+    approve.add_argument("--deny", action="store_true", help="deny instead of approving")
+    approve.add_argument("--note", default="", help="a note the model will read")
+    approve.set_defaults(
+        run=lambda a, s, i: talk.approve(i, a.address, a.request_id, deny=a.deny, note=a.note)
+    )
+
+    stop = verbs.add_parser("stop", help="stop the agent's turn in progress")
+    stop.add_argument("address")
+    stop.set_defaults(run=lambda a, s, i: talk.stop(i, a.address))
+
+
+def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = verbs.add_parser("keys", help="API keys").add_subparsers(required=True, metavar="VERB")
+    create = keys.add_parser("create", help="make a key; it is shown once")
+    create.add_argument("tenant")
+    create.add_argument("--scope", choices=SCOPES, default="read")
+    create.set_defaults(run=lambda a, s, i: admin.keys_create(i, a.tenant, a.scope))
+    listing = keys.add_parser("list", help="a tenant's keys")
+    listing.add_argument("tenant")
+    listing.set_defaults(run=lambda a, s, i: admin.keys_list(i, a.tenant))
+    revoke = keys.add_parser("revoke", help="revoke a key for good")
+    revoke.add_argument("tenant")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=lambda a, s, i: admin.keys_revoke(i, a.tenant, a.key_id))
+
+    specs = verbs.add_parser("specs", help="agent specs").add_subparsers(
+        required=True, metavar="VERB"
+    )
+    publish = specs.add_parser("publish", help="publish a spec file as a new version")
+    publish.add_argument("tenant")
+    publish.add_argument("file", type=Path)
+    publish.set_defaults(run=lambda a, s, i: admin.specs_publish(i, a.tenant, a.file))
+    slist = specs.add_parser("list", help="a tenant's published specs")
+    slist.add_argument("tenant")
+    slist.set_defaults(run=lambda a, s, i: admin.specs_list(i, a.tenant))
+
+    agents = verbs.add_parser("agents", help="the agent catalog").add_subparsers(
+        required=True, metavar="VERB"
+    )
+    alist = agents.add_parser("list", help="a tenant's agents")
+    alist.add_argument("tenant")
+    alist.add_argument("--kind")
+    alist.add_argument("--status", choices=("idle", "running", "waiting", "parked"))
+    alist.set_defaults(run=lambda a, s, i: admin.agents_list(s, a.tenant, a.kind, a.status))
+    show = agents.add_parser("show", help="one agent's status")
+    show.add_argument("address")
+    show.set_defaults(run=lambda a, s, i: print(_status_text(i, a.address)))
+
+    projections = verbs.add_parser("projections", help="the SQLite projections")
+    rebuild = projections.add_subparsers(required=True, metavar="VERB").add_parser(
+        "rebuild", help="rebuild them from the agents' timelines"
+    )
+    rebuild.set_defaults(run=lambda a, s, i: admin.projections_rebuild(i))
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="teaspill", description=__doc__)
+    verbs = cli.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _stack_commands(verbs)
+    _talk_commands(verbs)
+    _admin_commands(verbs)
     return cli
 
 
@@ -56,58 +126,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"teaspill: {error}", file=sys.stderr)
         return 2
     except IngressError as error:
-        print(f"teaspill: the agent refused: {error.message} ({error.status})", file=sys.stderr)
+        print(f"teaspill: refused: {error.message} ({error.status})", file=sys.stderr)
         return 1
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     match args.command:
         case "up":
-            return _up(args, settings)
+            return stack.up(settings, load_spec(args.spec), args)
         case "down":
             return stack.down(settings)
         case "status":
             return stack.status(settings)
     ingress = Ingress(settings.ingress_url)
     try:
-        match args.command:
-            case "send":
-                spec = load_spec(args.spec) if args.spec else None
-                return talk.send(ingress, args.address, args.text, spec, show=args.timeline)
-            case "chat":
-                talk.chat(ingress, args.address, load_spec(args.spec))
-            case "timeline":
-                talk.timeline(ingress, args.address, args.after)
-        return 0
+        run: Run = args.run
+        return run(args, settings, ingress) or 0
     finally:
         ingress.close()
 
 
-def _up(args: argparse.Namespace, settings: Settings) -> int:
-    spec = load_spec(args.spec)
-    running = stack.start(settings)
-    if args.detach:
-        print(
-            f"The stack is up; `teaspill send {args.agent} 'hello' --spec {args.spec}` talks "
-            "to it and `teaspill down` stops it."
-        )
-        return 0
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        if args.no_chat or not sys.stdin.isatty():
-            print("The stack is up. Ctrl-C stops it.")
-            signal.pause()
-        else:
-            ingress = Ingress(settings.ingress_url)
-            talk.chat(ingress, args.agent, spec)
-            ingress.close()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        print("Stopping the stack")
-        running.down()
-        stack.run_file(settings).unlink(missing_ok=True)
-    return 0
+def _send(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
+    spec = load_spec(args.spec) if args.spec else None
+    if args.follow:
+        return talk.send_following(ingress, args.address, args.text, spec)
+    return talk.send(ingress, args.address, args.text, spec, show=args.timeline)
+
+
+def _status_text(ingress: Ingress, address: str) -> str:
+    status = ingress.status(address)
+    return (
+        f"{status.address}: {status.state}, turn {status.turn}, last seq {status.last_seq}, "
+        f"last outcome {status.last_outcome or '-'}, {status.queued} queued, "
+        f"{status.tokens_used} tokens on {status.tokens_day or '-'}"
+    )
 
 
 if __name__ == "__main__":

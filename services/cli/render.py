@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from schemas.events import (
+    ApprovalAbandoned,
+    ApprovalAnswered,
+    ApprovalRequested,
     ChildReported,
     ChildSpawned,
     Event,
@@ -13,6 +18,7 @@ from schemas.events import (
     ToolCalled,
     ToolFinished,
     TurnEnded,
+    TurnParked,
     TurnStarted,
     Waiting,
 )
@@ -26,27 +32,39 @@ def short(text: str, width: int = WIDTH) -> str:
 
 
 def describe(event: Event) -> str:
-    body = event.body
-    match body:
-        case TurnStarted(text=text):
-            what = f"turn {event.turn} started: {short(text)}"
-        case MessageQueued(text=text):
-            what = f"queued behind turn {event.turn}: {short(text)}"
-        case ModelMessage():
-            what = _model(body)
-        case ToolCalled(name=name, arguments=arguments):
-            what = f"calls {name}({short(json.dumps(arguments), 60)})"
-        case ToolFinished(name=name, status=status, content=content):
-            what = f"{name} → {status}: {short(content)}"
-        case ChildSpawned(child=child):
-            what = f"spawned {child}"
-        case ChildReported(child=child, outcome=outcome, reply=reply):
-            what = f"{child} finished ({outcome}): {short(reply)}"
-        case Waiting(pending=pending):
-            what = f"waiting for {', '.join(pending)}"
-        case TurnEnded(outcome=outcome, reason=reason):
-            what = f"turn {event.turn} {outcome}" + (f": {reason}" if reason else "")
-    return f"  #{event.seq:<4} {what}"
+    return f"  #{event.seq:<4} {_WORDS[type(event.body)](event, event.body)}"
+
+
+def _arguments(arguments: dict[str, Any]) -> str:
+    return short(json.dumps(arguments), 60)
+
+
+def _ended(event: Event, body: Any) -> str:
+    return f"turn {event.turn} {body.outcome}" + (f": {body.reason}" if body.reason else "")
+
+
+def _answered(event: Event, body: Any) -> str:
+    verdict = "approved" if body.approve else "denied"
+    return f"{body.request_id} {verdict}" + (f" by {body.by}" if body.by else "")
+
+
+_WORDS: dict[type, Callable[[Event, Any], str]] = {
+    TurnStarted: lambda e, b: f"turn {e.turn} started: {short(b.text)}",
+    MessageQueued: lambda e, b: f"queued behind turn {e.turn}: {short(b.text)}",
+    ModelMessage: lambda e, b: _model(b),
+    ToolCalled: lambda e, b: f"calls {b.name}({_arguments(b.arguments)})",
+    ToolFinished: lambda e, b: f"{b.name} → {b.status}: {short(b.content)}",
+    ChildSpawned: lambda e, b: f"spawned {b.child}",
+    ChildReported: lambda e, b: f"{b.child} finished ({b.outcome}): {short(b.reply)}",
+    Waiting: lambda e, b: f"waiting for {', '.join(b.pending)}",
+    ApprovalRequested: lambda e, b: (
+        f"asks approval {b.request_id} for {b.name}({_arguments(b.arguments)})"
+    ),
+    ApprovalAnswered: _answered,
+    ApprovalAbandoned: lambda e, b: f"{b.request_id} abandoned: its outcome is unknown",
+    TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
+    TurnEnded: _ended,
+}
 
 
 def _model(body: ModelMessage) -> str:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from schemas.spec import AgentSpec
+from services.cli import talk
+from services.ingress import Ingress
 from services.settings import Settings
 from services.stack import Stack, register
 
@@ -30,6 +35,34 @@ def start(settings: Settings) -> Stack:
     register(settings)
     _record(settings, stack)
     return stack
+
+
+def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
+    """Start the stack; then chat with `args.agent`, serve until Ctrl-C, or (`--detach`)
+    leave it running."""
+    running = start(settings)
+    if args.detach:
+        print(
+            f"The stack is up; `teaspill send {args.agent} 'hello' --spec {args.spec}` talks "
+            "to it and `teaspill down` stops it."
+        )
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        if args.no_chat or not sys.stdin.isatty():
+            print("The stack is up. Ctrl-C stops it.")
+            signal.pause()
+        else:
+            ingress = Ingress(settings.ingress_url)
+            talk.chat(ingress, args.agent, spec)
+            ingress.close()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("Stopping the stack")
+        running.down()
+        run_file(settings).unlink(missing_ok=True)
+    return 0
 
 
 def _record(settings: Settings, stack: Stack) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 
 from schemas.events import Event, TurnEnded
 from schemas.spec import AgentSpec
+from schemas.wake import Approval, Message
 from services.cli.render import describe
 from services.ingress import Ingress
 
@@ -53,10 +55,58 @@ def chat(ingress: Ingress, address: str, spec: AgentSpec) -> None:
         send(ingress, address, text, spec, show=True)
 
 
-def timeline(ingress: Ingress, address: str, after: int) -> None:
+def tail(ingress: Ingress, address: str, after: int, *, follow: bool, poll: float = 0.2) -> None:
+    """Print the timeline after `after`; with `follow`, keep printing what lands until
+    Ctrl-C."""
+    try:
+        while True:
+            page = ingress.timeline(address, after_seq=after, limit=500)
+            print_events(page.events)
+            if page.events:
+                after = page.events[-1].seq
+                continue
+            if not follow:
+                return
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        print()
+
+
+def follow_turn(ingress: Ingress, address: str, after: int, poll: float = 0.2) -> TurnEnded:
+    """Print events as they land until a turn ends; return its ending."""
     while True:
         page = ingress.timeline(address, after_seq=after, limit=500)
         print_events(page.events)
-        if not page.events:
-            return
-        after = page.events[-1].seq
+        for event in page.events:
+            if isinstance(event.body, TurnEnded):
+                return event.body
+        if page.events:
+            after = page.events[-1].seq
+        else:
+            time.sleep(poll)
+
+
+def send_following(ingress: Ingress, address: str, text: str, spec: AgentSpec | None) -> int:
+    """Send one-way and print the turn live as it happens."""
+    before = ingress.status(address).last_seq
+    ingress.send(address, Message(text, spec=spec))
+    ended = follow_turn(ingress, address, before)
+    if ended.outcome == "succeeded":
+        print(ended.reply)
+        return 0
+    print(f"The turn ended {ended.outcome}: {ended.reason}", file=sys.stderr)
+    return 1
+
+
+def approve(ingress: Ingress, address: str, request_id: str, *, deny: bool, note: str) -> int:
+    result = ingress.wake(address, Approval(request_id, approve=not deny, note=note, by="cli"))
+    print(f"{'Denied' if deny else 'Approved'} {request_id}; {address} is {result.status.state}.")
+    if result.reply:
+        print(result.reply)
+    return 0
+
+
+def stop(ingress: Ingress, address: str) -> int:
+    answer = ingress.stop(address)
+    print(answer.message)
+    return 0

@@ -1,0 +1,168 @@
+"""The `teaspill` CLI against a running stack, through its own entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.events import ApprovalRequested
+from schemas.spec import AgentSpec
+from schemas.wake import Message
+from services.cli.main import main
+from services.executor.scripted import script
+from services.projection.store import ProjectionStore
+from services.stack import settings_env
+from tests.durable.conftest import LiveStack, eventually
+
+pytestmark = pytest.mark.durable
+
+SPEC_FILE = """
+kind = "clerk"
+instructions = "Follow the script."
+model = "script"
+[tools]
+calculator = "allow"
+ledger = "ask"
+"""
+
+
+@pytest.fixture
+def cli(stack: LiveStack, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name, value in settings_env(stack.settings).items():
+        monkeypatch.setenv(name, value)
+
+    def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        code = main(list(argv))
+        return code, capsys.readouterr().out
+
+    return run
+
+
+def test_keys_are_created_listed_and_revoked(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = cli("keys", "create", "clitenant", "--scope", "write", capsys=capsys)
+    assert code == 0
+    plaintext = out.strip().splitlines()[-1]
+    key_id = re.match(r"tsk_([a-z0-9]{12})_", plaintext)
+    assert key_id is not None
+    _, listed = cli("keys", "list", "clitenant", capsys=capsys)
+    assert f"{key_id.group(1)}  write" in listed
+    assert "active" in listed
+    assert plaintext not in listed
+    code, revoked = cli("keys", "revoke", "clitenant", key_id.group(1), capsys=capsys)
+    assert code == 0
+    assert "revoked" in revoked
+
+
+def test_specs_publish_send_by_kind_approve_tail_and_list(
+    cli: Any, stack: LiveStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "clerk.toml"
+    spec.write_text(SPEC_FILE)
+    assert cli("specs", "publish", "clitenant", str(spec), capsys=capsys) == (
+        0,
+        "Published clerk version 1 for clitenant.\n",
+    )
+    _, listed = cli("specs", "list", "clitenant", capsys=capsys)
+    assert "clerk" in listed
+    assert "v1" in listed
+
+    address = "clitenant.desk"
+    stack.ingress.wake(address, _message_by_kind("clerk", _ledger_script()))
+    request = eventually(lambda: _request_id(stack, address), 30, "an approval request")
+    code, out = cli("approve", address, request, capsys=capsys)
+    assert code == 0
+    assert "wrote: recorded from-cli" in out
+
+    _, tail = cli("tail", address, capsys=capsys)
+    assert "approval_requested" not in tail  # rendered for people, not as tags
+    assert "turn 1 succeeded" in tail
+    eventually(lambda: _in_catalog(stack, address), 30, "the projector to catch up")
+    _, agents = cli("agents", "list", "clitenant", capsys=capsys)
+    assert address in agents
+    assert "idle" in agents
+
+
+def test_send_follow_prints_the_turn_live_and_stop_on_an_idle_agent_says_so(
+    cli: Any, address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "clerk.toml"
+    spec.write_text(SPEC_FILE)
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "3*3"}}]},
+        {"reply": "it is {results}"},
+    )
+    code, out = cli("send", address, text, "--spec", str(spec), "--follow", capsys=capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert "calculator → ok: 9" in lines[3]
+    assert "turn 1 succeeded" in lines[-2]
+    assert lines[-1] == "it is 9"
+    code, out = cli("stop", address, capsys=capsys)
+    assert code == 0
+    assert "nothing to stop" in out
+
+
+def test_projections_rebuild_restores_identical_content(
+    cli: Any, stack: LiveStack, address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.ingress.message(address, "one", _adhoc())
+    stack.ingress.message(address, "two")
+    path = stack.home / "projection.db"
+    eventually(lambda: _caught_up(stack, address), 30, "the projector to catch up")
+    before = asyncio.run(_dump(path))
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    code, out = cli("projections", "rebuild", capsys=capsys)
+    assert code == 0
+    assert "Rebuilt:" in out
+    assert asyncio.run(_dump(path)) == before
+
+
+def _adhoc() -> AgentSpec:
+    return AgentSpec("adhoc", "x", model="script")
+
+
+def _message_by_kind(kind: str, text: str) -> Message:
+    return Message(text, kind=kind)
+
+
+def _ledger_script() -> str:
+    return script(
+        {"calls": [{"name": "ledger", "arguments": {"entry": "from-cli"}}]},
+        {"reply": "wrote: {results}"},
+    )
+
+
+def _request_id(stack: LiveStack, address: str) -> str | None:
+    found = [e.body for e in stack.events(address) if isinstance(e.body, ApprovalRequested)]
+    return found[0].request_id if found else None
+
+
+def _in_catalog(stack: LiveStack, address: str) -> bool | None:
+    async def read() -> bool:
+        async with await ProjectionStore.open(stack.home / "projection.db") as store:
+            row = await store.agent(address)
+            return row is not None and row.status == "idle"
+
+    return asyncio.run(read()) or None
+
+
+def _caught_up(stack: LiveStack, address: str) -> bool | None:
+    want = stack.ingress.status(address).last_seq
+
+    async def read() -> bool:
+        async with await ProjectionStore.open(stack.home / "projection.db") as store:
+            row = await store.agent(address)
+            return row is not None and row.last_seq == want
+
+    return asyncio.run(read()) or None
+
+
+async def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    async with await ProjectionStore.open(path, readonly=True) as store:
+        return await store.dump()
