@@ -40,3 +40,10 @@ def event_tags() -> list[str]:
 @pytest.mark.parametrize("tag", event_tags())
 def test_every_event_type_is_documented(tag: str) -> None:
     assert f"`{tag}`" in page("agents.md")
+
+
+def test_the_cli_reference_is_generated_from_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.cli.reference import PAGE, render  # noqa: PLC0415
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert PAGE.read_text() == render(), "run `python -m services.cli.reference`"
