@@ -227,7 +227,10 @@ def test_stop_during_generation_ends_it_promptly(executor: LlamaExecutor) -> Non
     timer.join()
     assert reply.finish_reason == "cancelled"
     assert 0 < reply.usage.completion_tokens < 300
-    assert returned_at - stopped_at[0] < 0.5
+    # A token or one prefill slice after the stop: well under a second on an idle machine;
+    # the bound leaves room for a loaded one, and is still far below the ~15 s the
+    # 1,500 tokens would take.
+    assert returned_at - stopped_at[0] < 2.0
 
 
 @pytest.mark.model
