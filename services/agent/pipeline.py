@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -47,7 +48,7 @@ class Pipeline:
         wake_started: float,
     ) -> None:
         self._ctx = ctx
-        self._schemas = {tool.name: tool.parameters for tool in tools}
+        self._tools = {tool.name: tool for tool in tools}
         self._wake_started = wake_started
 
     async def before_model(self, turn: TurnState, request: ModelRequest) -> None:
@@ -79,15 +80,15 @@ class Pipeline:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
         self._check_time(turn, await self._ctx.time())
-        schema = self._schemas.get(call.name)
-        if schema is None:
+        tool = self._tools.get(call.name)
+        if tool is None:
             return None
-        try:
-            jsonschema.validate(call.arguments, schema)
-        except jsonschema.ValidationError as error:
-            where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
-            return f"The arguments of {call.name} are not valid: {where}: {error.message}."
-        return None
+        validator = _validator(msgspec.json.encode(tool.parameters, order="sorted"))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(call.arguments))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
+        return f"The arguments of {call.name} are not valid: {where}: {error.message}."
 
     def _check_time(self, turn: TurnState, now: float) -> None:
         limit = turn.spec.limits.max_turn_seconds
@@ -104,6 +105,15 @@ class Pipeline:
             raise BudgetExceededError(
                 "The budget ledger could not be read, so no model call is made."
             ) from error
+
+
+@functools.cache
+def _validator(schema_json: bytes) -> jsonschema.protocols.Validator:
+    """Built once per schema: checking the schema itself on every call costs more than
+    the call's own check."""
+    schema = msgspec.json.decode(schema_json)
+    validator: jsonschema.protocols.Validator = jsonschema.validators.validator_for(schema)(schema)
+    return validator
 
 
 def _today(ledger: Ledger, now: float) -> Ledger:

@@ -15,7 +15,7 @@ from schemas.events import Event, TurnEnded
 from services.ingress import Ingress
 from services.settings import Settings
 from services.stack.endpoint import Endpoint
-from services.stack.process import free_port
+from services.stack.process import StackError, free_port
 from services.stack.restate import RestateServer, register
 
 T = TypeVar("T")
@@ -67,6 +67,19 @@ def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def stop_all(restate: RestateServer, *endpoints: Endpoint) -> None:
+    """Restate first: with it gone the endpoints' invocation streams close and they stop at
+    once. Every part is stopped even if another fails to."""
+    try:
+        restate.stop()
+    finally:
+        for endpoint in endpoints:
+            try:
+                endpoint.stop()
+            except StackError:
+                endpoint.kill()
+
+
 def stack_settings(home: Path) -> Settings:
     return Settings(
         home=home,
@@ -93,8 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         yield LiveStack(settings, restate, endpoint, ingress)
         ingress.close()
     finally:
-        endpoint.stop()
-        restate.stop()
+        stop_all(restate, endpoint)
 
 
 _counter = iter(range(1_000_000))

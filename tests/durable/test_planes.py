@@ -12,7 +12,7 @@ from schemas.wake import Message
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Endpoint, RestateServer, free_port, register
-from tests.durable.conftest import LiveStack, eventually, stack_settings
+from tests.durable.conftest import LiveStack, eventually, stack_settings, stop_all
 
 pytestmark = pytest.mark.durable
 
@@ -36,9 +36,7 @@ def split(tmp_path: Path) -> Iterator[tuple[LiveStack, Endpoint]]:
         yield LiveStack(control, restate, control_endpoint, ingress), execution_endpoint
         ingress.close()
     finally:
-        execution_endpoint.stop()
-        control_endpoint.stop()
-        restate.stop()
+        stop_all(restate, execution_endpoint, control_endpoint)
 
 
 def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_plane(

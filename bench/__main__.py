@@ -1,0 +1,196 @@
+"""`python -m bench [BENCHMARK ...]`: start a stack in a temporary home, measure, stop it.
+
+Exit status: 0 with figures, 1 when the stack or a run failed (no figures are printed
+then), 2 for bad arguments, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+from bench import BenchError
+from bench.projection import projection_path
+from bench.report import machine, render, write_json
+from bench.results import Result
+from bench.rounds import TURN_TIMEOUT, Plan, Target, concurrent, sequential, warm_up
+from services.ingress import IngressError
+from services.settings import Settings
+from services.stack import Endpoint, RestateServer, StackError, free_port, register
+
+BENCHMARKS: dict[str, Callable[[Target, Plan], Result]] = {
+    "sequential": sequential,
+    "concurrent": concurrent,
+}
+FULL = Plan(agents=50, turns=20, rounds=10)
+QUICK = Plan(agents=5, turns=3, rounds=3)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Measure the overhead of an agent's round on a real restate-server.",
+    )
+    names = ", ".join(BENCHMARKS)
+    parser.add_argument(
+        "benchmarks", nargs="*", metavar="BENCHMARK", help=f"any of: {names} (default: all)"
+    )
+    parser.add_argument("--agents", type=_positive, help=f"concurrent agents ({FULL.agents})")
+    parser.add_argument("--rounds", type=_positive, help=f"rounds per turn ({FULL.rounds})")
+    parser.add_argument("--turns", type=_positive, help=f"sequential turns ({FULL.turns})")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a smoke run: {QUICK.agents} agents, {QUICK.turns} turns of {QUICK.rounds} rounds",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write results here")
+    parser.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary home (logs, Restate data)"
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.benchmarks if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from {names}")
+    return args
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def plan_of(args: argparse.Namespace) -> Plan:
+    """`--quick` sets smaller defaults; explicit numbers win over either."""
+    base = QUICK if args.quick else FULL
+    return Plan(
+        agents=args.agents or base.agents,
+        turns=args.turns or base.turns,
+        rounds=args.rounds or base.rounds,
+    )
+
+
+def bench_settings(home: Path) -> Settings:
+    return Settings(
+        home=home,
+        ingress_port=free_port(),
+        admin_port=free_port(),
+        node_port=free_port(),
+        endpoint_port=free_port(),
+        # What is measured is restate-server and the endpoint alone: no gateway to push
+        # live deltas to, no observers, whatever the caller's environment says.
+        live_token="",
+        observer_modules=(),
+    )
+
+
+@contextlib.contextmanager
+def bench_home(keep: bool) -> Iterator[Path]:
+    if keep:
+        home = Path(tempfile.mkdtemp(prefix="teaspill-bench-"))
+        try:
+            yield home
+        finally:
+            print(f"bench: the home is kept in {home}", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="teaspill-bench-") as home_dir:
+        yield Path(home_dir)
+
+
+@contextlib.contextmanager
+def running(settings: Settings) -> Iterator[None]:
+    """restate-server and the endpoint, registered, for the block; always stopped after it.
+
+    Only the two parts under measurement are started (no gateway). Restate is stopped
+    first: with turns still in flight (an interrupted run), an endpoint stopped first does
+    not exit within 30 s, as Restate keeps its streams open, and is killed; stopping Restate
+    first closes those streams, and both parts stop on SIGTERM.
+    """
+    restate, endpoint = RestateServer(settings), Endpoint(settings)
+    try:
+        restate.start()
+        endpoint.start()
+        register(settings)
+        yield
+    finally:
+        with _shielded():
+            try:
+                restate.stop()
+            finally:
+                endpoint.stop()
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """A second Ctrl-C must not cut the teardown short and leave the parts running."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(names: Sequence[str], plan: Plan, home: Path) -> list[Result]:
+    """Start the stack, warm it up, run each benchmark; the stack is always stopped."""
+    settings = bench_settings(home)
+    target = Target(settings.ingress_url, projection_path(settings.home))
+    with running(settings):
+        warm_up(target, plan)
+        return [BENCHMARKS[name](target, plan) for name in names]
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops the run as Ctrl-C does, so the stack is taken down on the way out."""
+    raise KeyboardInterrupt
+
+
+def _sentence(error: Exception) -> str:
+    if isinstance(error, httpx.TimeoutException):
+        return (
+            f"a call to Restate ingress took longer than {TURN_TIMEOUT:g} s; run again with"
+            " --keep-home and read logs/restate.log and logs/endpoint.log in the home."
+        )
+    if isinstance(error, httpx.HTTPError):
+        return f"a call to Restate ingress failed: {error!r}."
+    return str(error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = args.benchmarks or list(BENCHMARKS)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with bench_home(args.keep_home) as home:
+            results = run(names, plan_of(args), home)
+    except KeyboardInterrupt:
+        print("bench: interrupted; the stack was stopped.", file=sys.stderr)
+        return 130
+    except (BenchError, StackError, IngressError, httpx.HTTPError) as error:
+        print(f"bench: no figures, the run failed: {_sentence(error)}", file=sys.stderr)
+        return 1
+    about = machine()
+    print(render(results, about))
+    if args.json is not None:
+        try:
+            write_json(args.json, results, about)
+        except OSError as error:
+            print(f"bench: could not write {args.json}: {error.strerror}.", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The round-overhead benchmark: what a round costs when the model and the tool cost nothing.
+
+A round is one model step (the `script` model: no model time), one tool step (the
+built-in `calculator`) and their timeline appends. A turn runs R rounds: R-1 calculator
+rounds, then the reply. Per-round time is a turn's wall time, as the ingress client sees
+it, divided by R. Figures are summarised only after every timeline, and the projection's
+copy of it, has been checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import BenchError
+from bench.cpu import cpu_times
+from bench.projection import check_projected, wait_projected
+from bench.results import Result, Run, Span, summarize
+from bench.timeline import check_timeline, events_per_turn, read_timeline
+from schemas.spec import AgentSpec, Limits
+from services.executor.scripted import script
+from services.ingress import Ingress
+
+TENANT = "bench"
+TURN_TIMEOUT = 300.0
+"""Seconds one ingress call may take; a scripted turn takes well under one."""
+PROJECTION_TIMEOUT = 120.0
+AGENTS_PER_CLIENT = 100
+"""httpx clients are thread-safe and open up to 100 connections: more agents than that
+would queue inside the client, so each hundred agents gets its own client. Clients are made
+before the clock starts (making one costs about 20 ms of CPU)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    agents: int
+    """Agents in the concurrent benchmark, each running one turn at the same time."""
+    turns: int
+    """Turns the sequential benchmark runs, one after another, on one agent."""
+    rounds: int
+    """Rounds per turn."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The running stack: Restate ingress, and the projection file its projector writes."""
+
+    url: str
+    projection: Path
+
+
+def bench_spec(rounds: int) -> AgentSpec:
+    return AgentSpec(
+        kind="bench",
+        instructions="Follow the script.",
+        model="script",
+        tools=("calculator",),
+        limits=Limits(max_rounds=rounds),
+    )
+
+
+def turn_script(turn: int, rounds: int) -> str:
+    calls = [
+        {"calls": [{"name": "calculator", "arguments": {"expression": f"{turn}*{round_}"}}]}
+        for round_ in range(1, rounds)
+    ]
+    return script(*calls, {"reply": reply_text(turn)})
+
+
+def reply_text(turn: int) -> str:
+    return f"turn {turn} done"
+
+
+def client(target: Target) -> contextlib.closing[Ingress]:
+    return contextlib.closing(Ingress(target.url, timeout=TURN_TIMEOUT))
+
+
+def run_turn(ingress: Ingress, address: str, turn: int, rounds: int) -> Span:
+    """One turn of `rounds` rounds, from the ingress call to the end of its wake."""
+    started = time.perf_counter()
+    result = ingress.message(address, turn_script(turn, rounds), bench_spec(rounds))
+    ended = time.perf_counter()
+    if result.reply != reply_text(turn):
+        raise BenchError(f"{address} turn {turn} replied {result.reply!r}.")
+    return Span(started, ended)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    addresses: list[str]
+    turns_per_agent: int
+    rounds: int
+    run: Callable[[], list[Span]]
+    """Runs every turn and returns their spans."""
+
+
+def warm_up(target: Target, plan: Plan) -> None:
+    """One checked turn before any measurement: first calls pay for connections and imports."""
+    address = f"{TENANT}.warm-up"
+    with client(target) as ingress:
+
+        def turn() -> list[Span]:
+            return [run_turn(ingress, address, 1, plan.rounds)]
+
+        _measure(target, Workload("warm-up", [address], 1, plan.rounds, turn))
+
+
+def sequential(target: Target, plan: Plan) -> Result:
+    """One agent, `plan.turns` turns one after another."""
+    address = f"{TENANT}.sequential"
+    with client(target) as ingress:
+
+        def turns() -> list[Span]:
+            return [run_turn(ingress, address, n, plan.rounds) for n in range(1, plan.turns + 1)]
+
+        return _measure(target, Workload("sequential", [address], plan.turns, plan.rounds, turns))
+
+
+def concurrent(target: Target, plan: Plan) -> Result:
+    """`plan.agents` agents, each running one turn, all started at the same moment."""
+    addresses = [f"{TENANT}.concurrent-{index}" for index in range(plan.agents)]
+    with contextlib.ExitStack() as stack:
+        count = math.ceil(plan.agents / AGENTS_PER_CLIENT)
+        clients = [stack.enter_context(client(target)) for _ in range(count)]
+
+        def turns() -> list[Span]:
+            return _all_at_once(clients, addresses, plan.rounds)
+
+        return _measure(target, Workload("concurrent", addresses, 1, plan.rounds, turns))
+
+
+def _measure(target: Target, work: Workload) -> Result:
+    """Run the turns, wait for the projection, then check every timeline and summarise.
+
+    CPU is counted until the projection caught up: that is work the rounds caused.
+    """
+    last_seq = work.turns_per_agent * events_per_turn(work.rounds)
+    expected = dict.fromkeys(work.addresses, last_seq)
+    before = cpu_times()
+    spans = work.run()
+    projected_at = wait_projected(target.projection, expected, PROJECTION_TIMEOUT)
+    cpu = cpu_times() - before
+    check_projected(target.projection, expected)
+    with client(target) as ingress:
+        timelines = [read_timeline(ingress, address) for address in work.addresses]
+    for address, events in zip(work.addresses, timelines, strict=True):
+        check_timeline(address, events, work.turns_per_agent, work.rounds)
+    return summarize(Run(work.name, work.rounds, spans, projected_at, cpu, timelines))
+
+
+def _all_at_once(clients: list[Ingress], addresses: list[str], rounds: int) -> list[Span]:
+    """One thread per agent; a barrier releases them together.
+
+    The threads are daemons and the barrier is aborted on the way out, so an interrupted
+    run neither waits for turns in flight nor leaves a thread waiting at the barrier.
+    """
+    barrier = threading.Barrier(len(addresses))
+    agents = [
+        _AgentThread(clients[i // AGENTS_PER_CLIENT], address, rounds, barrier)
+        for i, address in enumerate(addresses)
+    ]
+    threads = [threading.Thread(target=a.run, name=a.address, daemon=True) for a in agents]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        barrier.abort()
+    return [agent.span() for agent in agents]
+
+
+@dataclass
+class _AgentThread:
+    ingress: Ingress
+    address: str
+    rounds: int
+    barrier: threading.Barrier
+    outcome: Span | BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.barrier.wait()
+            self.outcome = run_turn(self.ingress, self.address, 1, self.rounds)
+        except BaseException as error:  # noqa: BLE001 - raised in the main thread by span()
+            self.outcome = error
+
+    def span(self) -> Span:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        if self.outcome is None:
+            raise BenchError(f"{self.address}: its thread ended without a result.")
+        return self.outcome
