@@ -1,4 +1,5 @@
-"""Starts and stops the local stack: restate-server, the service endpoint, registration.
+"""Starts and stops the local stack: restate-server, the service endpoint, registration,
+and the gateway.
 
 Used by `teaspill up` and by the durable test fixtures.
 """
@@ -12,11 +13,13 @@ from typing import Any
 
 from services.settings import Settings
 from services.stack.endpoint import DEFAULT_APP, Endpoint, settings_env
+from services.stack.gateway import Gateway
 from services.stack.process import StackError, free_port
 from services.stack.restate import RestateServer, find_restate_server, register
 
 __all__ = [
     "Endpoint",
+    "Gateway",
     "RestateServer",
     "Stack",
     "StackError",
@@ -28,7 +31,8 @@ __all__ = [
 
 
 class Stack:
-    """restate-server, then the endpoint, then registration; `down` undoes it in reverse.
+    """restate-server, the endpoint, registration, then the gateway; `down` undoes it in
+    reverse.
 
     As a context manager it is always taken down, even when the body raises.
     """
@@ -43,6 +47,7 @@ class Stack:
         self.settings = settings
         self.restate = RestateServer(settings)
         self.endpoint = Endpoint(settings, app, env)
+        self.gateway = Gateway(settings, env=env)
         self.deployment: dict[str, Any] = {}
 
     def up(self) -> Stack:
@@ -50,6 +55,7 @@ class Stack:
             self.restate.start()
             self.endpoint.start()
             self.deployment = register(self.settings)
+            self.gateway.start()
         except BaseException:
             # The first failure is the one to report; stopping the rest is best effort.
             with contextlib.suppress(StackError):
@@ -58,11 +64,15 @@ class Stack:
         return self
 
     def down(self) -> None:
-        """Stop the endpoint, then Restate; Restate is stopped even if the endpoint fails to."""
+        """Stop the gateway, the endpoint, then Restate; each is stopped even if the one
+        before fails to."""
         try:
-            self.endpoint.stop()
+            self.gateway.stop()
         finally:
-            self.restate.stop()
+            try:
+                self.endpoint.stop()
+            finally:
+                self.restate.stop()
 
     def __enter__(self) -> Stack:
         return self.up()

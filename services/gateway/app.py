@@ -1,0 +1,87 @@
+"""The gateway: the public HTTP API, an ASGI app served by hypercorn.
+
+    python -m hypercorn services.gateway.app:app --bind 127.0.0.1:8000
+
+It reads the projection and reaches agents and tenants only through Restate ingress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from services.gateway import errors
+from services.gateway.auth import AuthMiddleware
+from services.gateway.catalog import Catalog
+from services.gateway.feeds import Hub
+from services.gateway.ingress import AsyncIngress
+from services.gateway.limits import BodyLimitMiddleware
+from services.gateway.openapi import component_schemas
+from services.gateway.routes_agents import router as agents
+from services.gateway.routes_ops import router as operations
+from services.gateway.routes_specs import router as specs
+from services.gateway.routes_timeline import router as timelines
+from services.gateway.runtime import Runtime
+from services.settings import Settings, settings
+
+DESCRIPTION = """Send messages to durable agents, read and follow their timelines, publish
+specs. Every `/v1/` route but `/v1/health` needs `Authorization: Bearer <key>`. Errors
+are `{"error": {"status": n, "message": "..."}}`."""
+
+
+class GatewayApp(FastAPI):
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            schema = super().openapi()
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(
+                component_schemas()
+            )
+        return super().openapi()
+
+
+def create_app(
+    config: Settings | None = None,
+    *,
+    ingress_transport: httpx.AsyncBaseTransport | None = None,
+    heartbeat: float = 15.0,
+    poll_interval: float = 0.05,
+    queue_limit: int = 10_000,
+) -> FastAPI:
+    """The app for `config` (default: the environment's settings). `ingress_transport`
+    replaces the network (tests); `heartbeat`: seconds between SSE keepalives;
+    `poll_interval`: seconds between projection polls of a followed agent; `queue_limit`:
+    items a follower may fall behind before it catches up from the projection instead."""
+    config = config or settings()
+    catalog = Catalog(config.home / "projection.db")
+    rt = Runtime(
+        settings=config,
+        catalog=catalog,
+        ingress=AsyncIngress(config.ingress_url, ingress_transport),
+        hub=Hub(catalog, interval=poll_interval, queue_limit=queue_limit),
+        heartbeat=heartbeat,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await rt.close()
+
+    app = GatewayApp(
+        title="teaspill gateway", version="1", description=DESCRIPTION, lifespan=lifespan
+    )
+    app.state.runtime = rt
+    errors.install(app)
+    for router in (agents, timelines, specs, operations):
+        app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(AuthMiddleware, catalog=catalog)
+    return app
+
+
+app = create_app()

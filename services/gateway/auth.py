@@ -1,0 +1,139 @@
+"""API keys: who is asking, for which tenant, with which scope.
+
+Every `/v1/` route but `/v1/health` needs `Authorization: Bearer tsk_<id>_<secret>`. The
+key is checked by middleware before anything else is read, so a request without a valid
+key learns nothing (401). An address of another tenant is answered exactly like an agent
+that does not exist (404), whatever the key's scope.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the annotations of the
+# dependencies made inside `require` and `owned`, which name their local `needed`, and
+# a string annotation cannot be resolved outside the function that made it.
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Path, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from schemas.address import InvalidAddressError, parse_address
+from schemas.catalog import Scope as KeyScope
+from services.gateway.catalog import Catalog
+from services.gateway.errors import ApiError, send_error, unknown_agent
+from services.keys import allows, hash_key, well_formed
+
+PRINCIPAL = "teaspill.principal"
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+PUBLIC = frozenset({"/v1/health"})
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="An API key `tsk_<id>_<secret>`, scoped to one tenant and to read, write or admin.",
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    scope: KeyScope
+    key_id: str
+
+
+def needs_key(path: str) -> bool:
+    return path.startswith("/v1/") and path not in PUBLIC
+
+
+async def authenticate(catalog: Catalog, header: str | None) -> Principal:
+    if not header:
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", CHALLENGE)
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not well_formed(token):
+        raise ApiError(
+            401,
+            "malformed Authorization header: expected 'Bearer tsk_<id>_<secret>'",
+            CHALLENGE,
+        )
+    key = await catalog.read(lambda store: store.key_by_hash(hash_key(token)))
+    if key is None:
+        raise ApiError(401, "unknown API key", CHALLENGE)
+    if key.revoked_at is not None:
+        raise ApiError(401, f"API key {key.id} was revoked", CHALLENGE)
+    return Principal(key.tenant, key.scope, key.id)
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, catalog: Catalog) -> None:
+        self.app = app
+        self.catalog = catalog
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not needs_key(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = await authenticate(self.catalog, Headers(scope=scope).get("authorization"))
+        except ApiError as error:
+            await send_error(send, error)
+            return
+        await self.app({**scope, PRINCIPAL: principal}, receive, send)
+
+
+def principal(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> Principal:
+    found = request.scope.get(PRINCIPAL)
+    if not isinstance(found, Principal):
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", CHALLENGE)
+    return found
+
+
+def require(needed: KeyScope) -> Callable[[Principal], Principal]:
+    """A dependency: the caller, if its key's scope covers `needed` (admin > write > read)."""
+
+    def dependency(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+        if not allows(caller.scope, needed):
+            raise ApiError(403, f"this route needs a {needed} key; this key is {caller.scope}")
+        return caller
+
+    return dependency
+
+
+@dataclass(frozen=True)
+class Owned:
+    """An agent address of the caller's tenant."""
+
+    caller: Principal
+    address: str
+
+
+AddressParam = Annotated[
+    str,
+    Path(
+        max_length=200,
+        description="The agent's address, `tenant.name[.child...]`; the tenant is the key's.",
+        examples=["acme.alpha"],
+    ),
+]
+
+
+def owned(needed: KeyScope) -> Callable[[Principal, str], Owned]:
+    """A dependency: the path's address, checked for form and tenant after the scope."""
+
+    def dependency(
+        caller: Annotated[Principal, Depends(require(needed))], address: AddressParam
+    ) -> Owned:
+        try:
+            parsed = parse_address(address)
+        except InvalidAddressError as error:
+            raise ApiError(400, str(error)) from error
+        if parsed.tenant != caller.tenant:
+            raise unknown_agent(address)
+        return Owned(caller, address)
+
+    return dependency

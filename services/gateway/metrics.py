@@ -1,0 +1,93 @@
+"""Prometheus metrics, computed from the projection on each scrape (all tenants).
+
+Counters are totals over every recorded event, so they survive gateway restarts and agree
+between gateway replicas. Token usage is read from the `model_message` events' JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from services.gateway.catalog import Catalog
+
+OUTCOMES = ("succeeded", "stopped", "failed", "parked", "superseded")
+STATUSES = ("idle", "running", "waiting", "parked")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_TURNS = (
+    "select json_extract(cast(event as text), '$.body.outcome'), count(*) from events"
+    " where type = 'turn_ended' group by 1"
+)
+_ROUNDS = (
+    "select count(*),"
+    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.prompt_tokens')), 0),"
+    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.completion_tokens')), 0),"
+    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.cached_tokens')), 0)"
+    " from events where type = 'model_message'"
+)
+_TOOL_ERRORS = (
+    "select count(*) from events where type = 'tool_finished'"
+    " and json_extract(cast(event as text), '$.body.status') = 'error'"
+)
+_AGENTS = "select status, count(*) from agents group by status"
+
+
+async def render(catalog: Catalog) -> str:
+    turns = _by_label(await catalog.rows(_TURNS), OUTCOMES)
+    (rounds, prompt, completion, cached), *_ = await catalog.rows(_ROUNDS)
+    (tool_errors,), *_ = await catalog.rows(_TOOL_ERRORS)
+    agents = _by_label(await catalog.rows(_AGENTS), STATUSES)
+    ratio = cached / prompt if prompt else 0.0
+    lines = [
+        *_family("turns_total", "counter", "Turns ended, by outcome.", "outcome", turns),
+        *_family(
+            "rounds_total",
+            "counter",
+            "Model calls recorded (model_message events).",
+            "",
+            {"": rounds},
+        ),
+        *_family(
+            "model_tokens_total",
+            "counter",
+            "Model tokens: prompt, completion, and prompt tokens served from the cache.",
+            "kind",
+            {"prompt": prompt, "completion": completion, "cached": cached},
+        ),
+        *_family(
+            "prompt_cache_reuse_ratio",
+            "gauge",
+            "Share of prompt tokens served from the prompt cache (cached / prompt).",
+            "",
+            {"": ratio},
+        ),
+        *_family(
+            "errors_total",
+            "counter",
+            "Failed turns plus tool calls that ended in an error.",
+            "",
+            {"": turns.get("failed", 0) + tool_errors},
+        ),
+        *_family("agents", "gauge", "Agents in the catalog, by status.", "status", agents),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _by_label(rows: Iterable[tuple[object, ...]], known: tuple[str, ...]) -> dict[str, int]:
+    counts = dict.fromkeys(known, 0)
+    for label, count in rows:
+        counts[str(label)] = counts.get(str(label), 0) + int(str(count))
+    return counts
+
+
+def _family(name: str, kind: str, help_: str, label: str, values: Mapping[str, float]) -> list[str]:
+    full = f"teaspill_{name}"
+    lines = [f"# HELP {full} {help_}", f"# TYPE {full} {kind}"]
+    for value_label, value in values.items():
+        where = f'{{{label}="{value_label}"}}' if label else ""
+        lines.append(f"{full}{where} {_number(value)}")
+    return lines
+
+
+def _number(value: float) -> str:
+    return repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,75 @@
+"""What the HTTP API takes and gives, as pydantic models: their errors and their OpenAPI
+description are the point. Timeline events and specs are answered as the msgspec types of
+`schemas` (see `openapi.py`), byte for byte as the projection holds them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
+MAX_TEXT = 32768
+
+Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
+AgentStatusName = Literal["idle", "running", "waiting", "parked"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MessageIn(Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The user's message.")
+    kind: Kind | None = Field(
+        default=None,
+        description="A published spec kind: the turn runs its newest version. Needed to "
+        "create an agent; for an existing agent it switches the agent to that kind.",
+    )
+
+
+class MessageAccepted(Strict):
+    address: str
+    invocation_id: str = Field(description="Restate's id of the wake that carries it.")
+    after_seq: int = Field(description="The agent's last recorded seq when it was sent.")
+    events_url: str = Field(description="Follow from here to see what the message does.")
+
+
+class AgentOut(Strict):
+    address: str
+    kind: str
+    spec_version: int
+    status: str = Field(description="idle, running, waiting or parked.")
+    turn: int
+    last_seq: int
+    last_outcome: str | None
+    last_activity: str = Field(description="When its newest event was recorded (ISO 8601).")
+
+
+class AgentPage(Strict):
+    agents: list[AgentOut]
+    next: str | None = Field(description="Pass as `after` for the next page; null at the end.")
+
+
+class Health(Strict):
+    status: Literal["ok"]
+
+
+class LiveAccepted(Strict):
+    deltas: int = Field(description="How many deltas the batch held.")
+    fresh: int = Field(description="How many brought text followers had not had.")
+
+
+class ErrorDetail(Strict):
+    status: int
+    message: str = Field(description="One sentence: what was wrong and what is accepted.")
+
+
+class ErrorOut(Strict):
+    error: ErrorDetail
+
+
+class HealthDown(Strict):
+    status: Literal["unavailable"]
+    parts: dict[str, str] = Field(description="`ok`, or why the part does not answer.")
+    error: ErrorDetail

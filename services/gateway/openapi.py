@@ -1,0 +1,47 @@
+"""The OpenAPI description: pydantic models for what the gateway itself defines, and the
+`schemas` msgspec types (events, specs, live deltas) as components, so that clients in
+other languages see the very types the projection stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.events import TimelinePage
+from schemas.live import LiveBatch
+from schemas.spec import AgentSpec
+from services.gateway.live import Retraction
+from services.gateway.models import ErrorOut
+
+REF = "#/components/schemas/{name}"
+SHARED_TYPES = (TimelinePage, PublishedSpec, SpecVersions, AgentSpec, LiveBatch, Retraction)
+
+
+def component_schemas() -> dict[str, Any]:
+    _, components = msgspec.json.schema_components(SHARED_TYPES, ref_template=REF)
+    return components
+
+
+def json_of(name: str, description: str) -> dict[str, Any]:
+    """A response (or body) whose JSON is the msgspec type `name`."""
+    schema = {"$ref": REF.format(name=name)}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route may give, all of them `ErrorOut`."""
+    return {status: {"model": ErrorOut, "description": _WHY[status]} for status in statuses}
+
+
+_WHY = {
+    400: "Malformed input: bad JSON, a bad address or header.",
+    401: "No valid API key (or, for /internal/live, no valid live token).",
+    403: "The key's scope does not cover this route, or live deltas are switched off.",
+    404: "Unknown agent (or one of another tenant), or an unpublished spec kind.",
+    409: "Restate refused the change.",
+    413: "The request body is too large.",
+    422: "A field is missing or has the wrong type or value.",
+    503: "The projection or Restate ingress cannot be reached right now.",
+}

@@ -1,0 +1,109 @@
+"""Operations: health, metrics, and the live-delta inlet of the execution plane."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+import msgspec
+from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi.responses import JSONResponse
+
+from schemas.address import InvalidAddressError, parse_address
+from schemas.live import LiveBatch, LiveDelta
+from services.gateway import metrics
+from services.gateway.catalog import CatalogUnavailableError
+from services.gateway.errors import ApiError, error_body
+from services.gateway.models import Health, HealthDown, LiveAccepted
+from services.gateway.openapi import errors, json_of
+from services.gateway.runtime import Runtime, runtime
+
+router = APIRouter(tags=["operations"])
+Rt = Annotated[Runtime, Depends(runtime)]
+
+
+@router.get(
+    "/v1/health",
+    response_model=Health,
+    responses={503: {"model": HealthDown, "description": "A part is down: `parts` says why."}},
+)
+async def health(rt: Rt) -> JSONResponse:
+    """200 when the projection can be read and Restate ingress answers; else 503."""
+    parts = {"projection": await projection_state(rt), "ingress": await rt.ingress.healthy()}
+    down = [f"{name} {state}" for name, state in parts.items() if state != "ok"]
+    if not down:
+        return JSONResponse({"status": "ok"})
+    body = {"status": "unavailable", "parts": parts, **error_body(503, "; ".join(down))}
+    return JSONResponse(body, 503)
+
+
+async def projection_state(rt: Runtime) -> str:
+    try:
+        await rt.catalog.rows("select count(*) from agents")
+    except CatalogUnavailableError as error:
+        return error.message
+    return "ok"
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text format.",
+            "content": {metrics.CONTENT_TYPE: {"schema": {"type": "string"}}},
+        },
+        **errors(503),
+    },
+)
+async def prometheus(rt: Rt) -> Response:
+    """Turns, rounds, model tokens, prompt-cache reuse, errors and agents by status."""
+    return Response(await metrics.render(rt.catalog), media_type=metrics.CONTENT_TYPE)
+
+
+@router.post(
+    "/internal/live",
+    openapi_extra={"requestBody": json_of("LiveBatch", "Deltas, in the order written.")},
+    responses=errors(400, 401, 403, 413, 422),
+)
+async def live(
+    request: Request,
+    rt: Rt,
+    token: Annotated[
+        str | None,
+        Header(alias="X-Teaspill-Live-Token", description="TEASPILL_LIVE_TOKEN."),
+    ] = None,
+) -> LiveAccepted:
+    """Live token deltas from the execution plane (not for clients): passed on to the
+    agent's followers as `delta` events."""
+    check_live_token(rt.settings.live_token, token)
+    batch = decode_batch(await request.body())
+    return LiveAccepted(deltas=len(batch.deltas), fresh=rt.hub.live(batch.deltas))
+
+
+def check_live_token(expected: str, given: str | None) -> None:
+    if not expected:
+        raise ApiError(403, "live deltas are switched off: TEASPILL_LIVE_TOKEN is not set")
+    if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ApiError(401, "missing or wrong X-Teaspill-Live-Token header")
+
+
+def decode_batch(body: bytes) -> LiveBatch:
+    try:
+        batch = msgspec.json.decode(body, type=LiveBatch)
+    except msgspec.ValidationError as error:
+        raise ApiError(422, f"the body is not a LiveBatch: {error}") from error
+    except msgspec.DecodeError as error:
+        raise ApiError(400, f"the request body is not valid JSON: {error}") from error
+    for delta in batch.deltas:
+        check_delta(delta)
+    return batch
+
+
+def check_delta(delta: LiveDelta) -> None:
+    try:
+        parse_address(delta.agent)
+    except InvalidAddressError as error:
+        raise ApiError(422, f"a delta's agent is not an address: {error}") from error
+    if min(delta.turn, delta.round, delta.offset) < 0:
+        raise ApiError(422, "a delta's turn, round and offset must be 0 or more")

@@ -1,0 +1,63 @@
+"""What one gateway process holds: the catalog reader, the ingress client, the feeds."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import cast
+
+from fastapi import Request
+
+from services.gateway.catalog import Catalog
+from services.gateway.feeds import Hub
+from services.gateway.ingress import AsyncIngress
+from services.settings import Settings
+
+
+class RecentSends:
+    """Agents this gateway sent a first message to, until the projection shows them.
+
+    A client follows `events_url` right after sending; the new agent is not in the catalog
+    until its first event is projected, and it should not get a 404 meanwhile.
+    """
+
+    def __init__(self, ttl: float = 600.0, limit: int = 10_000) -> None:
+        self._ttl = ttl
+        self._limit = limit
+        self._sent: OrderedDict[str, float] = OrderedDict()
+
+    def add(self, address: str) -> None:
+        self._sent[address] = time.monotonic() + self._ttl
+        self._sent.move_to_end(address)
+        while len(self._sent) > self._limit:
+            self._sent.popitem(last=False)
+
+    def __contains__(self, address: object) -> bool:
+        expires = self._sent.get(str(address))
+        if expires is None:
+            return False
+        if expires < time.monotonic():
+            del self._sent[str(address)]
+            return False
+        return True
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    catalog: Catalog
+    ingress: AsyncIngress
+    hub: Hub
+    heartbeat: float
+    recent: RecentSends = field(default_factory=RecentSends)
+
+    async def close(self) -> None:
+        await self.hub.close()
+        await self.ingress.close()
+        await self.catalog.close()
+
+
+def runtime(request: Request) -> Runtime:
+    """A dependency: the runtime `create_app` put on the app."""
+    return cast(Runtime, request.app.state.runtime)

@@ -1,0 +1,181 @@
+"""The gateway in-process: a real SQLite projection in a temporary home, written here as
+the projector would, and Restate ingress faked with `httpx.MockTransport`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from fastapi import FastAPI
+
+from schemas.catalog import ApiKey, PublishedSpec, Scope, SpecAnswer
+from schemas.chat import ToolCall
+from schemas.events import (
+    Event,
+    EventBody,
+    ModelMessage,
+    ToolCalled,
+    ToolFinished,
+    TurnEnded,
+    TurnStarted,
+)
+from schemas.model import Usage
+from schemas.spec import AgentSpec
+from services.gateway.app import create_app
+from services.keys import new_key
+from services.projection.store import ProjectionStore
+from services.settings import Settings
+from tests.gateway.streaming import StreamingTransport
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+LIVE_TOKEN = "live-secret"  # noqa: S105 - a test value
+MAX_BODY = 4096
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def turn_bodies(turn: int) -> list[tuple[int, EventBody]]:
+    """One calculator turn: ask, call, result, reply, end."""
+    call = ToolCall("call_0", "calculator", {"expression": f"{turn}*7"})
+    return [
+        (1, TurnStarted(f"question {turn}", "helper", 1)),
+        (1, ModelMessage("script", "", (call,), Usage(100, 5, 60))),
+        (1, ToolCalled("call_0", "calculator", {"expression": f"{turn}*7"})),
+        (1, ToolFinished("call_0", "calculator", "ok", str(turn * 7))),
+        (2, ModelMessage("script", f"It is {turn * 7}", (), Usage(120, 4, 100))),
+        (2, TurnEnded("succeeded", f"It is {turn * 7}")),
+    ]
+
+
+def timeline(agent: str, turns: int, first_seq: int = 1, first_turn: int = 1) -> list[Event]:
+    bodies = [(t, r, b) for t in range(first_turn, first_turn + turns) for r, b in turn_bodies(t)]
+    return [
+        Event(agent, seq, turn, round_, T0 + timedelta(seconds=seq), body)
+        for seq, (turn, round_, body) in enumerate(bodies, start=first_seq)
+    ]
+
+
+@dataclass
+class FakeIngress:
+    """Restate ingress as the gateway uses it: wake sends, and the Tenant object."""
+
+    sent: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    published: dict[tuple[str, str], list[AgentSpec]] = field(default_factory=dict)
+    down: bool = False
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("connection refused", request=request)
+        parts = request.url.path.strip("/").split("/")
+        if parts == ["restate", "health"]:
+            return httpx.Response(200, json={"services": []})
+        if parts[0] == "Agent" and parts[2:] == ["wake", "send"]:
+            return self._send(parts[1], request)
+        if parts[0] == "Tenant":
+            return self._tenant(parts[1], parts[2], request.content)
+        return httpx.Response(404, json={"message": "no such service", "source": "ingress"})
+
+    def _send(self, address: str, request: httpx.Request) -> httpx.Response:
+        body = msgspec.json.decode(request.content)
+        self.sent.append((address, body, request.headers.get("idempotency-key")))
+        return httpx.Response(200, json={"invocationId": f"inv_{len(self.sent)}"})
+
+    def _tenant(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
+        if handler == "publish":
+            spec = msgspec.json.decode(body, type=AgentSpec)
+            versions = self.published.setdefault((tenant, spec.kind), [])
+            versions.append(msgspec.structs.replace(spec, version=len(versions) + 1))
+            published = PublishedSpec(tenant, versions[-1], T0)
+            return httpx.Response(200, content=msgspec.json.encode(published))
+        kind = msgspec.json.decode(body)["kind"]
+        versions = self.published.get((tenant, kind), [])
+        answer = SpecAnswer(versions[-1] if versions else None)
+        return httpx.Response(200, content=msgspec.json.encode(answer))
+
+
+@dataclass
+class World:
+    app: FastAPI
+    client: httpx.AsyncClient
+    streams: httpx.AsyncClient
+    store: ProjectionStore
+    ingress: FakeIngress
+    settings: Settings
+    keys: dict[str, str]
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[key]}"}
+
+    async def record(self, events: Sequence[Event]) -> None:
+        """What the projector does when an agent appends events."""
+        await self.store.record_events(events)
+
+
+KEYS: dict[str, tuple[str, Scope]] = {
+    "read": ("acme", "read"),
+    "write": ("acme", "write"),
+    "admin": ("acme", "admin"),
+    "revoked": ("acme", "admin"),
+    "other": ("other", "admin"),
+}
+
+
+async def seed(store: ProjectionStore) -> dict[str, str]:
+    keys = {}
+    for name, (tenant, scope) in KEYS.items():
+        plaintext, key = new_key(tenant, scope, T0)
+        await store.record_key(key)
+        keys[name] = plaintext
+        if name == "revoked":
+            await store.record_key(msgspec.structs.replace(key, revoked_at=T0))
+    await store.record_spec(PublishedSpec("acme", AgentSpec("helper", "Help.", version=1), T0))
+    await store.record_events(timeline("acme.alpha", 2))
+    await store.record_events(timeline("other.secret", 1))
+    for name in ("beta", "gamma", "delta"):
+        await store.record_events(timeline(f"acme.{name}", 1))
+    return keys
+
+
+def settings_for(home: Path) -> Settings:
+    return Settings(home=home, max_body_bytes=MAX_BODY, live_token=LIVE_TOKEN)
+
+
+@contextlib.asynccontextmanager
+async def make_world(home: Path, **options: Any) -> AsyncIterator[World]:
+    """A seeded projection and a gateway on it; `options` go to `create_app`."""
+    settings = settings_for(home)
+    ingress = FakeIngress()
+    options = {"heartbeat": 0.2, "poll_interval": 0.02, **options}
+    async with await ProjectionStore.open(home / "projection.db") as store:
+        keys = await seed(store)
+        app = create_app(settings, ingress_transport=httpx.MockTransport(ingress), **options)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app), base_url="http://gateway"
+            ) as client,
+            httpx.AsyncClient(
+                transport=StreamingTransport(app), base_url="http://gateway", timeout=10
+            ) as streams,
+        ):
+            yield World(app, client, streams, store, ingress, settings, keys)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    async with make_world(tmp_path) as world:
+        yield world
+
+
+def unused_key(tenant: str = "acme", scope: Scope = "admin") -> tuple[str, ApiKey]:
+    return new_key(tenant, scope, T0)

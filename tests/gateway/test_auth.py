@@ -1,0 +1,109 @@
+"""Keys: 401 without a valid one, 403 beyond its scope, 404 for another tenant's agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.gateway.conftest import World, unused_key
+
+pytestmark = pytest.mark.anyio
+
+ROUTES = [
+    ("GET", "/v1/agents/{a}"),
+    ("GET", "/v1/agents/{a}/timeline"),
+    ("GET", "/v1/agents/{a}/events"),
+    ("POST", "/v1/agents/{a}/messages"),
+]
+ALL = [*ROUTES, ("GET", "/v1/agents"), ("GET", "/v1/specs"), ("POST", "/v1/specs")]
+MESSAGE = {"text": "hello", "kind": "helper"}
+
+
+async def call(
+    world: World, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, dict[str, Any]]:
+    body = MESSAGE if method == "POST" else None
+    response = await world.client.request(method, path, headers=headers, json=body)
+    return response.status_code, response.json()
+
+
+@pytest.mark.parametrize(("method", "path"), ALL)
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        (None, "missing API key"),
+        ("Bearer", "malformed"),
+        ("Basic dXNlcjpwYXNz", "malformed"),
+        ("Bearer tsk_short_x", "malformed"),
+        ("Bearer " + unused_key()[0], "unknown API key"),
+    ],
+)
+async def test_no_valid_key_is_401_with_a_sentence(
+    world: World, method: str, path: str, header: str | None, says: str
+) -> None:
+    headers = {"Authorization": header} if header else {}
+    status, body = await call(world, method, path.format(a="acme.alpha"), headers)
+    assert status == 401
+    assert body["error"]["status"] == 401
+    assert says in body["error"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), ALL)
+async def test_a_revoked_key_is_401(world: World, method: str, path: str) -> None:
+    status, body = await call(world, method, path.format(a="acme.alpha"), world.auth("revoked"))
+    assert status == 401
+    assert "revoked" in body["error"]["message"]
+
+
+async def test_a_missing_key_is_challenged(world: World) -> None:
+    response = await world.client.get("/v1/agents")
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("key", "method", "path", "status"),
+    [
+        ("read", "POST", "/v1/agents/acme.alpha/messages", 403),
+        ("read", "POST", "/v1/specs", 403),
+        ("write", "POST", "/v1/specs", 403),
+        ("write", "POST", "/v1/agents/acme.alpha/messages", 202),
+        ("read", "GET", "/v1/agents/acme.alpha", 200),
+    ],
+)
+async def test_scopes(world: World, key: str, method: str, path: str, status: int) -> None:
+    body = MESSAGE if path.endswith("messages") else {"kind": "x", "instructions": "y"}
+    response = await world.client.request(
+        method, path, headers=world.auth(key), json=body if method == "POST" else None
+    )
+    assert response.status_code == status, response.text
+    if status == 403:
+        assert "needs a" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_another_tenants_agent_is_answered_like_one_that_does_not_exist(
+    world: World, method: str, path: str
+) -> None:
+    """`other.secret` exists; to an acme key it is exactly as absent as `other.nobody`."""
+    answers = []
+    for address in ("other.secret", "other.nobody"):
+        status, body = await call(world, method, path.format(a=address), world.auth("admin"))
+        answers.append((status, body["error"]["message"].replace(address, "<address>")))
+    status, body = await call(world, "GET", "/v1/agents/acme.nobody", world.auth("admin"))
+    answers.append((status, body["error"]["message"].replace("acme.nobody", "<address>")))
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][0] == 404
+    assert world.ingress.sent == []
+
+
+async def test_a_list_shows_only_the_keys_tenant(world: World) -> None:
+    acme = await world.client.get("/v1/agents", headers=world.auth("read"))
+    other = await world.client.get("/v1/agents", headers=world.auth("other"))
+    assert {a["address"].split(".")[0] for a in acme.json()["agents"]} == {"acme"}
+    assert [a["address"] for a in other.json()["agents"]] == ["other.secret"]
+
+
+async def test_health_and_metrics_need_no_key(world: World) -> None:
+    assert (await world.client.get("/v1/health")).status_code == 200
+    assert (await world.client.get("/metrics")).status_code == 200

@@ -1,0 +1,64 @@
+"""The gateway reads the projection and reaches agents only through ingress."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import msgspec
+
+from services.gateway.app import create_app
+from services.settings import Settings
+
+GATEWAY = Path(__file__).resolve().parents[2] / "services" / "gateway"
+ALLOWED = (
+    "schemas",
+    "services.gateway",
+    "services.keys",
+    "services.settings",
+    "services.projection.store",
+)
+
+
+def our_imports() -> set[str]:
+    found: set[str] = set()
+    for path in GATEWAY.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+    return {m for m in found if m.split(".")[0] in ("schemas", "services", "restate")}
+
+
+def test_the_gateway_imports_no_agent_code_no_restate_sdk_and_no_projection_writer() -> None:
+    assert {m for m in our_imports() if not m.startswith(ALLOWED)} == set()
+
+
+def test_the_gateway_never_calls_a_projection_write() -> None:
+    writes = ("record_events", "record_spec", "record_key", "executescript", "commit")
+    for path in GATEWAY.rglob("*.py"):
+        text = path.read_text()
+        assert not [w for w in writes if f".{w}(" in text], path
+
+
+def test_the_projection_is_opened_read_only() -> None:
+    assert "mode=ro" in (GATEWAY / "catalog.py").read_text()
+
+
+def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
+    schema = create_app(Settings(home=tmp_path)).openapi()
+    routes = {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
+    assert routes == {
+        ("POST", "/v1/agents/{address}/messages"),
+        ("GET", "/v1/agents/{address}"),
+        ("GET", "/v1/agents"),
+        ("GET", "/v1/agents/{address}/timeline"),
+        ("GET", "/v1/agents/{address}/events"),
+        ("POST", "/v1/specs"),
+        ("GET", "/v1/specs"),
+        ("GET", "/v1/health"),
+        ("GET", "/metrics"),
+        ("POST", "/internal/live"),
+    }
+    assert msgspec.json.encode(schema)  # plain JSON all the way down

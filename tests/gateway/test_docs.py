@@ -1,0 +1,83 @@
+"""docs/http.md mirrors the gateway: every route is there, and its JSON examples decode
+into the types the gateway answers with."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from pydantic import BaseModel
+
+from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.events import TimelinePage
+from schemas.live import LiveBatch
+from schemas.spec import AgentSpec
+from services.gateway.app import create_app
+from services.gateway.models import (
+    AgentOut,
+    AgentPage,
+    ErrorOut,
+    HealthDown,
+    LiveAccepted,
+    MessageAccepted,
+    MessageIn,
+)
+from services.settings import Settings
+
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+EXAMPLES = re.findall(r"```json\n(.*?)\n```", PAGE, flags=re.S)
+
+
+def routes() -> list[str]:
+    schema = create_app(Settings()).openapi()
+    return sorted(f"{m.upper()} {p}" for p, ops in schema["paths"].items() for m in ops)
+
+
+@pytest.mark.parametrize("route", routes())
+def test_every_route_has_a_section_and_a_scope(route: str) -> None:
+    assert f"### `{route}`" in PAGE
+    assert re.search(rf"\| `{re.escape(route)}` \| (read|write|admin|none|live token) \|", PAGE)
+
+
+def decode(example: dict[str, Any]) -> object:
+    """The type an example is an instance of, by its shape."""
+    raw = json.dumps(example).encode()
+    shapes: list[tuple[str, Any]] = [
+        ("parts", HealthDown),
+        ("error", ErrorOut),
+        ("events", TimelinePage),
+        ("versions", SpecVersions),
+        ("fresh", LiveAccepted),
+        ("deltas", LiveBatch),
+        ("agents", AgentPage),
+        ("invocation_id", MessageAccepted),
+        ("last_activity", AgentOut),
+        ("published_at", PublishedSpec),
+        ("text", MessageIn),
+        ("instructions", AgentSpec),
+    ]
+    for key, type_ in shapes:
+        if key not in example:
+            continue
+        if isinstance(type_, type) and issubclass(type_, BaseModel):
+            return type_.model_validate_json(raw)
+        return msgspec.json.decode(raw, type=type_)
+    raise AssertionError(f"an example of no known shape: {example}")
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_json_example_is_valid(example: str) -> None:
+    parsed = json.loads(example)
+    assert isinstance(parsed, dict)
+    decode(parsed)
+
+
+def test_the_examples_cover_the_answers() -> None:
+    decoded = {type(decode(json.loads(e))).__name__ for e in EXAMPLES}
+    assert {"ErrorOut", "TimelinePage", "SpecVersions", "LiveBatch", "AgentPage"} <= decoded
+    assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
+    assert {"HealthDown", "LiveAccepted"} <= decoded
