@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -25,9 +26,19 @@ __all__ = [
     "StackError",
     "find_restate_server",
     "free_port",
+    "isolated_settings",
     "register",
     "settings_env",
 ]
+
+
+def isolated_settings(home: Path, **overrides: Any) -> Settings:
+    """Settings for a stack of its own: `home`, and free ports for every part, so that it
+    meets no other stack on the machine (tests, benchmarks)."""
+    ports = {
+        f"{part}_port": free_port() for part in ("ingress", "admin", "node", "endpoint", "gateway")
+    }
+    return Settings(home=home, **{**ports, **overrides})
 
 
 class Stack:
@@ -64,15 +75,16 @@ class Stack:
         return self
 
     def down(self) -> None:
-        """Stop the gateway, the endpoint, then Restate; each is stopped even if the one
-        before fails to."""
+        """Stop the gateway, Restate, then the endpoint: with Restate gone the endpoint's
+        invocation streams close and it exits at once. Each part is stopped even if the
+        one before fails to."""
         try:
             self.gateway.stop()
         finally:
             try:
-                self.endpoint.stop()
-            finally:
                 self.restate.stop()
+            finally:
+                self.endpoint.stop()
 
     def __enter__(self) -> Stack:
         return self.up()

@@ -8,10 +8,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
-
 from services.settings import Settings
-from services.stack.process import ManagedProcess, StackError, port_in_use
+from services.stack.process import Part, answers
 
 DEFAULT_APP = "services.app:app"
 
@@ -39,30 +37,18 @@ def _env_value(value: object) -> str:
     return str(value)
 
 
-class Endpoint:
+class Endpoint(Part):
     """`python -m hypercorn <app> --bind 127.0.0.1:<endpoint_port>`, logging to
     `$TEASPILL_HOME/logs/endpoint.log`."""
 
+    name = "the endpoint"
+
     def __init__(
-        self,
-        settings: Settings,
-        app: str = DEFAULT_APP,
-        env: Mapping[str, str] | None = None,
+        self, settings: Settings, app: str = DEFAULT_APP, env: Mapping[str, str] | None = None
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, "endpoint")
         self.app = app
         self.extra_env = dict(env or {})
-        self.log_path = settings.home / "logs" / "endpoint.log"
-        self._process: ManagedProcess | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """The process group of the running part (its leader's pid)."""
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.running
 
     def argv(self) -> list[str]:
         bind = f"127.0.0.1:{self.settings.endpoint_port}"
@@ -71,37 +57,9 @@ class Endpoint:
     def env(self) -> dict[str, str]:
         return {**os.environ, **settings_env(self.settings), **self.extra_env}
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start hypercorn and return once the app answers the SDK's `GET /health`."""
-        port = self.settings.endpoint_port
-        if port_in_use(port):
-            raise StackError(
-                f"Port {port} (the service endpoint) on 127.0.0.1 is already in use: stop what"
-                " listens there or set TEASPILL_ENDPOINT_PORT to another port."
-            )
-        self._process = ManagedProcess("The endpoint", self.argv(), self.env(), self.log_path)
-        self._process.spawn()
-        try:
-            self._process.wait_until(
-                self._healthy, timeout, f"serve {self.app} on {self.settings.endpoint_url}"
-            )
-        except StackError:
-            self._process.kill()
-            raise
+    def ports(self) -> dict[str, tuple[int, str]]:
+        return {"the service endpoint": (self.settings.endpoint_port, "TEASPILL_ENDPOINT_PORT")}
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM: hypercorn finishes open requests (within its grace period) and exits."""
-        if self._process is not None:
-            self._process.stop(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL hypercorn and its worker, as a crash would."""
-        if self._process is not None:
-            self._process.kill()
-
-    def _healthy(self) -> bool:
-        try:
-            response = httpx.get(f"{self.settings.endpoint_url}/health", timeout=2.0)
-        except httpx.TransportError:
-            return False
-        return response.status_code == httpx.codes.OK
+    def ready(self) -> bool:
+        """The SDK's `GET /health` answers."""
+        return answers(f"{self.settings.endpoint_url}/health")

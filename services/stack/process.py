@@ -8,9 +8,14 @@ import signal
 import socket
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
+
+import httpx
+
+from services.settings import Settings
 
 LOG_TAIL_LINES = 15
 
@@ -183,3 +188,75 @@ def _group_alive(pgid: int) -> bool:
         if int(pgrp) == pgid and state != "Z":
             return True
     return False
+
+
+def answers(url: str, *codes: int) -> bool:
+    """Whether `GET url` answers with one of `codes` (200 if none are given)."""
+    try:
+        response = httpx.get(url, timeout=2.0)
+    except httpx.TransportError:
+        return False
+    return response.status_code in (codes or (httpx.codes.OK,))
+
+
+class Part(ABC):
+    """One part of the stack in a child process: started and waited for until it is
+    ready, stopped with SIGTERM, or killed as a crash would."""
+
+    name: str
+    """How sentences name it: "restate-server", "the endpoint", "the gateway"."""
+    stop_timeout = 30.0
+
+    def __init__(self, settings: Settings, log_name: str) -> None:
+        self.settings = settings
+        self.log_path = settings.home / "logs" / f"{log_name}.log"
+        self._process: ManagedProcess | None = None
+
+    @abstractmethod
+    def argv(self) -> list[str]: ...
+
+    @abstractmethod
+    def env(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def ports(self) -> dict[str, tuple[int, str]]:
+        """What each port is for, with the port and the setting that moves it."""
+
+    @abstractmethod
+    def ready(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The process group of the running part (its leader's pid)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.running
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the process and return once it is ready; a sentence if it is not."""
+        for role, (port, setting) in self.ports().items():
+            if port_in_use(port):
+                raise StackError(
+                    f"Port {port} ({role}) on 127.0.0.1 is already in use: stop what listens"
+                    f" there or set {setting} to another port."
+                )
+        title = self.name[0].upper() + self.name[1:]
+        self._process = ManagedProcess(title, self.argv(), self.env(), self.log_path)
+        self._process.spawn()
+        try:
+            self._process.wait_until(self.ready, timeout, "get ready")
+        except StackError:
+            self._process.kill()
+            raise
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM and wait for a clean exit."""
+        if self._process is not None:
+            self._process.stop(timeout or self.stop_timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, as a crash would."""
+        if self._process is not None:
+            self._process.kill()

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from services.settings import Settings
-from services.stack.process import ManagedProcess, StackError, port_in_use
+from services.stack.process import Part, StackError, answers
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "restate.toml"
@@ -63,72 +63,36 @@ def restate_env(settings: Settings) -> dict[str, str]:
     }
 
 
-class RestateServer:
+class RestateServer(Part):
     """`restate-server --config-file restate.toml`, with its data in `$TEASPILL_HOME/restate`."""
 
+    name = "restate-server"
+    stop_timeout = 60.0
+
     def __init__(self, settings: Settings, *, config: Path = CONFIG) -> None:
-        self.settings = settings
+        super().__init__(settings, "restate")
         self.config = config
         self.base_dir = settings.home / "restate"
-        self.log_path = settings.home / "logs" / "restate.log"
-        self._process: ManagedProcess | None = None
 
-    @property
-    def pid(self) -> int | None:
-        """The process group of the running part (its leader's pid)."""
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.running
-
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the server and return once the admin API answers `GET /health`."""
-        self._check_ports_free()
+    def argv(self) -> list[str]:
         if not self.config.is_file():
             raise StackError(f"The Restate config {self.config} is missing.")
-        binary = find_restate_server()
-        argv = [str(binary), "--config-file", str(self.config), "--no-logo"]
-        env = {**os.environ, **restate_env(self.settings)}
-        self._process = ManagedProcess("restate-server", argv, env, self.log_path)
-        self._process.spawn()
-        try:
-            self._process.wait_until(
-                self._healthy, timeout, f"answer {self.settings.admin_url}/health"
-            )
-        except StackError:
-            self._process.kill()
-            raise
+        return [str(find_restate_server()), "--config-file", str(self.config), "--no-logo"]
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM and wait: Restate flushes its stores and exits cleanly."""
-        if self._process is not None:
-            self._process.stop(timeout)
+    def env(self) -> dict[str, str]:
+        return {**os.environ, **restate_env(self.settings)}
 
-    def kill(self) -> None:
-        """SIGKILL, as a crash would: the next start recovers from the same base dir."""
-        if self._process is not None:
-            self._process.kill()
-
-    def _healthy(self) -> bool:
-        try:
-            response = httpx.get(f"{self.settings.admin_url}/health", timeout=2.0)
-        except httpx.TransportError:
-            return False
-        return response.status_code == httpx.codes.OK
-
-    def _check_ports_free(self) -> None:
-        ports = {
-            "ingress": self.settings.ingress_port,
-            "admin": self.settings.admin_port,
-            "node": self.settings.node_port,
+    def ports(self) -> dict[str, tuple[int, str]]:
+        s = self.settings
+        return {
+            "Restate ingress": (s.ingress_port, "TEASPILL_INGRESS_PORT"),
+            "Restate admin": (s.admin_port, "TEASPILL_ADMIN_PORT"),
+            "Restate node": (s.node_port, "TEASPILL_NODE_PORT"),
         }
-        for role, port in ports.items():
-            if port_in_use(port):
-                raise StackError(
-                    f"Port {port} (Restate {role}) on 127.0.0.1 is already in use: stop what"
-                    f" listens there or set TEASPILL_{role.upper()}_PORT to another port."
-                )
+
+    def ready(self) -> bool:
+        """The admin API answers `GET /health`."""
+        return answers(f"{self.settings.admin_url}/health")
 
 
 def register(

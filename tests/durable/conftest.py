@@ -14,8 +14,9 @@ import pytest
 from schemas.events import Event, TurnEnded
 from services.ingress import Ingress
 from services.settings import Settings
+from services.stack import isolated_settings
 from services.stack.endpoint import Endpoint
-from services.stack.process import StackError, free_port
+from services.stack.process import StackError
 from services.stack.restate import RestateServer, register
 
 T = TypeVar("T")
@@ -81,12 +82,8 @@ def stop_all(restate: RestateServer, *endpoints: Endpoint) -> None:
 
 
 def stack_settings(home: Path) -> Settings:
-    return Settings(
-        home=home,
-        ingress_port=free_port(),
-        admin_port=free_port(),
-        node_port=free_port(),
-        endpoint_port=free_port(),
+    return isolated_settings(
+        home,
         tool_modules=("tests.fixtures.tools",),
         observer_modules=("tests.fixtures.observers",),
         model_context=2048,

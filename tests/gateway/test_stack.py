@@ -20,7 +20,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.keys import new_key
 from services.settings import Settings
-from services.stack import Endpoint, Gateway, RestateServer, free_port, register
+from services.stack import Endpoint, Gateway, RestateServer, isolated_settings, register
 from tests.durable.conftest import eventually
 from tests.gateway.streaming import Frame
 
@@ -108,13 +108,8 @@ def _tag(event: Event) -> str:
 
 
 def stack_settings(home: Path) -> Settings:
-    return Settings(
-        home=home,
-        ingress_port=free_port(),
-        admin_port=free_port(),
-        node_port=free_port(),
-        endpoint_port=free_port(),
-        gateway_port=free_port(),
+    return isolated_settings(
+        home,
         live_token=LIVE_TOKEN,
         tool_modules=("tests.fixtures.tools",),
         model_context=2048,
