@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import sys
 import time
@@ -17,6 +18,8 @@ from services.cli import talk
 from services.ingress import Ingress
 from services.settings import Settings
 from services.stack import Stack, register
+from services.stack.gateway import local_url
+from services.stack.process import answers
 
 RUN_FILE = "stack.json"
 
@@ -26,13 +29,24 @@ def run_file(settings: Settings) -> Path:
 
 
 def start(settings: Settings) -> Stack:
-    print(f"Starting restate-server (ingress {settings.ingress_url}, admin {settings.admin_url})")
-    stack = Stack(settings)
-    stack.restate.start()
-    print(f"Starting the service endpoint on {settings.endpoint_url}")
-    stack.endpoint.start()
-    print("Registering the endpoint with Restate")
-    register(settings)
+    """Start every part, saying what it does; a live token is made up for this stack
+    unless one is set, so the execution plane can push live text to the gateway."""
+    token = settings.live_token or secrets.token_urlsafe(24)
+    stack = Stack(settings, env={"TEASPILL_LIVE_TOKEN": token})
+    try:
+        print(
+            f"Starting restate-server (ingress {settings.ingress_url}, admin {settings.admin_url})"
+        )
+        stack.restate.start()
+        print(f"Starting the service endpoint on {settings.endpoint_url}")
+        stack.endpoint.start()
+        print("Registering the endpoint with Restate")
+        register(settings)
+        print(f"Starting the gateway on {stack.gateway.url}")
+        stack.gateway.start()
+    except BaseException:
+        stack.down()
+        raise
     _record(settings, stack)
     return stack
 
@@ -66,18 +80,23 @@ def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
 
 
 def _record(settings: Settings, stack: Stack) -> None:
-    pids = {"restate": stack.restate.pid, "endpoint": stack.endpoint.pid}
+    pids = {
+        "gateway": stack.gateway.pid,
+        "restate": stack.restate.pid,
+        "endpoint": stack.endpoint.pid,
+    }
     run_file(settings).write_text(json.dumps(pids))
 
 
 def down(settings: Settings) -> int:
-    """Stop a stack started with `up --detach`: SIGTERM each part, endpoint first."""
+    """Stop a stack started with `up --detach`: SIGTERM each part, in the order
+    `Stack.down` uses."""
     path = run_file(settings)
     if not path.exists():
         print(f"No stack is recorded in {settings.home}; nothing to stop.")
         return 0
     pids: dict[str, int | None] = json.loads(path.read_text())
-    for name in ("endpoint", "restate"):
+    for name in ("gateway", "restate", "endpoint"):
         pid = pids.get(name)
         if pid is not None and _signal_group(pid, signal.SIGTERM):
             print(f"Stopping {name} (pid {pid})")
@@ -104,19 +123,16 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
 def status(settings: Settings) -> int:
     parts = {
         "restate-server": f"{settings.admin_url}/health",
-        "endpoint": f"{settings.endpoint_url}/health",
         "ingress": f"{settings.ingress_url}/restate/health",
+        "endpoint": f"{settings.endpoint_url}/health",
+        "gateway": f"{local_url(settings)}/v1/health",
     }
     healthy = True
     for name, url in parts.items():
-        ok = _answers(url)
-        healthy &= ok
-        print(f"{name:15} {'up' if ok else 'down':5} {url}")
+        ok = answers(url)
+        # The gateway answers 503 until the projection has its first event: it is up.
+        waiting = name == "gateway" and not ok and answers(url, httpx.codes.SERVICE_UNAVAILABLE)
+        healthy &= ok or waiting
+        state = "up" if ok else "up (no agent has run yet)" if waiting else "down"
+        print(f"{name:15} {state:5} {url}")
     return 0 if healthy else 1
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2.0).status_code == httpx.codes.OK
-    except httpx.TransportError:
-        return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from services.executor.live import LiveText, Post
 from services.executor.protocol import discard
 from services.executor.registry import ModelRegistry, UnknownModelError
 
+FINAL_PUSH_SECONDS = 1.0
 GENERATION_TIMEOUT = timedelta(minutes=15)
 """Above the worst generation time on a CPU, so Restate never aborts a healthy call."""
 
@@ -60,6 +62,11 @@ def model_service(models: ModelRegistry, live: Post | None = None) -> restate.Se
         finally:
             if pusher is not None:
                 pusher.cancel()
+            if text is not None:
+                # The rest of the text, before the round is recorded: a short reply may
+                # have been written between two pushes.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(text.push(), FINAL_PUSH_SECONDS)
 
     return service
 

@@ -1,0 +1,113 @@
+"""`teaspill up --detach`, `send`, `tail`, `status` and `down`, as a person runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.executor.scripted import script
+from services.stack import isolated_settings, settings_env
+
+pytestmark = pytest.mark.durable
+
+SPEC = """
+kind = "clerk"
+instructions = "Follow the script."
+model = "script"
+tools = ["calculator"]
+"""
+
+
+def teaspill(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_send_tail_status_down(tmp_path: Path) -> None:
+    env = {**os.environ, **settings_env(isolated_settings(tmp_path / "home"))}
+    spec = tmp_path / "clerk.toml"
+    spec.write_text(SPEC)
+    up = teaspill(env, "up", "--detach")
+    assert up.returncode == 0, up.stderr
+    pids = json.loads((tmp_path / "home" / "stack.json").read_text())
+    try:
+        assert "Starting the gateway" in up.stdout
+        assert teaspill(env, "status").returncode == 0
+        text = script(
+            {"calls": [{"name": "calculator", "arguments": {"expression": "7*6"}}]},
+            {"reply": "It is {results}."},
+        )
+        sent = teaspill(env, "send", "acme.clerk", text, "--spec", str(spec))
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.strip() == "It is 42."
+        tail = teaspill(env, "tail", "acme.clerk", "--after", "2")
+        assert [line.split()[0] for line in tail.stdout.splitlines()] == ["#3", "#4", "#5", "#6"]
+        assert "calculator → ok: 42" in tail.stdout
+        live_text_reaches_followers(env, tmp_path)
+    finally:
+        down = teaspill(env, "down")
+    assert down.returncode == 0, down.stderr
+    assert not [name for name, pid in pids.items() if alive(pid)]
+    stopped = teaspill(env, "status")
+    assert stopped.returncode == 1
+    assert stopped.stdout.count("down") == 4
+
+
+def sse_frames(url: str, key: str, until: str) -> list[tuple[str, str]]:
+    """(event, data) of each frame, until an event of type `until`."""
+    frames: list[tuple[str, str]] = []
+    headers = {"authorization": f"Bearer {key}"}
+    with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                frames.append((event, line.removeprefix("data: ")))
+                if event == until:
+                    return frames
+    return frames
+
+
+def live_text_reaches_followers(env: dict[str, str], tmp_path: Path) -> None:
+    """The executor pushes the reply's text to the gateway as it is written (the stack
+    made up a live token), and a follower sees it before the recorded message."""
+    created = teaspill(env, "keys", "create", "acme", "--scope", "admin")
+    key = created.stdout.strip().splitlines()[-1]
+    gateway = f"http://127.0.0.1:{env['TEASPILL_GATEWAY_PORT']}"
+    result: list[list[tuple[str, str]]] = []
+    url = f"{gateway}/v1/agents/acme.clerk/events?after=6"
+    follower = threading.Thread(target=lambda: result.append(sse_frames(url, key, "turn_ended")))
+    follower.start()
+    time.sleep(1.0)
+    slow = script({"sleep": 1.0, "reply": "written live, piece by piece"})
+    assert teaspill(env, "send", "acme.clerk", slow).returncode == 0
+    follower.join(timeout=60)
+    frames = result[0]
+    kinds = [event for event, _ in frames]
+    assert "delta" in kinds
+    assert kinds.index("delta") < kinds.index("model_message")
+    deltas = [json.loads(data) for event, data in frames if event == "delta"]
+    assert "".join(d["text"] for d in deltas) == "written live, piece by piece"
