@@ -176,3 +176,10 @@ class StopAnswer(msgspec.Struct, frozen=True):
     stopping: bool
     """False when there was nothing to stop."""
     message: str
+
+
+class Approvals(msgspec.Struct, frozen=True):
+    """The approval request an agent waits on, if any, and the ones answered lately."""
+
+    pending: str | None = None
+    answered: tuple[str, ...] = ()

@@ -9,12 +9,20 @@ import msgspec
 import restate
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
+from schemas.events import (
+    AgentStatus,
+    Approvals,
+    StopAnswer,
+    TimelinePage,
+    TimelineQuery,
+    WakeResult,
+)
 from schemas.harness import TurnState
+from schemas.state import Answered
 from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, WakeEnvelope
 from services.agent.control import ControlledWake
 from services.agent.observers import Observer
-from services.agent.state import RUNNING, TURN, status
+from services.agent.state import ANSWERED, RUNNING, TURN, status
 from services.agent.timeline import read_page
 from services.tools.registry import ToolRegistry
 
@@ -51,6 +59,14 @@ def agent_object(
             ctx.generic_send("Agent", "wake", body, key=address)
             return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
+
+    @agent.handler(kind="shared")
+    async def approvals(ctx: restate.ObjectSharedContext) -> Approvals:
+        _address(ctx.key())
+        turn = await ctx.get(TURN, type_hint=TurnState)
+        answered = await ctx.get(ANSWERED, type_hint=Answered) or Answered()
+        pending = turn.approval.request_id if turn and turn.approval else None
+        return Approvals(pending, answered.requests)
 
     @agent.handler(kind="shared", name="status")
     async def get_status(ctx: restate.ObjectSharedContext) -> AgentStatus:

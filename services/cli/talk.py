@@ -6,7 +6,9 @@ import sys
 import time
 from collections.abc import Iterable
 
-from schemas.events import Event, TurnEnded
+import msgspec
+
+from schemas.events import Approvals, Event, TurnEnded
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message
 from services.cli.render import describe
@@ -24,13 +26,23 @@ def send(ingress: Ingress, address: str, text: str, spec: AgentSpec | None, *, s
     result = ingress.message(address, text, spec)
     if show:
         print_events(ingress.timeline(address, after_seq=before, limit=500).events)
-    if result.status.state == "waiting":
-        print(f"(the turn is waiting for helpers; follow it with `teaspill timeline {address}`)")
+    if result.status.state in ("waiting", "parked"):
+        print(_waiting(ingress, address))
     elif result.reply:
         print(result.reply)
     else:
         return _explain_failure(ingress, address, before)
     return 0
+
+
+def _waiting(ingress: Ingress, address: str) -> str:
+    pending = msgspec.json.decode(ingress.call(f"/Agent/{address}/approvals"), type=Approvals)
+    if pending.pending:
+        return (
+            f"The turn waits for approval {pending.pending}: "
+            f"`teaspill approve {address} {pending.pending}` (or --deny)."
+        )
+    return f"The turn waits for its helpers; follow it with `teaspill tail -f {address}`."
 
 
 def _explain_failure(ingress: Ingress, address: str, before: int) -> int:

@@ -9,8 +9,9 @@ import httpx
 import msgspec
 
 from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
+from schemas.events import Approvals, StopAnswer
 from schemas.spec import AgentSpec
-from schemas.wake import Message, WakeEnvelope
+from schemas.wake import Approval, Message, WakeEnvelope
 from services.gateway.errors import ApiError
 
 T = TypeVar("T")
@@ -51,10 +52,20 @@ class AsyncIngress:
         """One-way: returns the invocation id as soon as Restate has the message."""
         body = msgspec.json.encode(WakeEnvelope(Message(text, kind=kind)))
         raw = await self._post(f"/Agent/{address}/wake/send", body, idempotency_key)
-        answer: Any = msgspec.json.decode(raw)
-        if not isinstance(answer, dict) or "invocationId" not in answer:
-            raise IngressUnavailableError("it answered a send without an invocation id")
-        return str(answer["invocationId"])
+        return _invocation_id(raw)
+
+    async def approvals(self, address: str) -> Approvals:
+        return _decode(await self._post(f"/Agent/{address}/approvals", b"", None), Approvals)
+
+    async def answer(self, address: str, answer: Approval) -> str:
+        """One-way, keyed by the request: answering twice sends one answer."""
+        body = msgspec.json.encode(WakeEnvelope(answer))
+        key = f"approval {answer.request_id}"
+        raw = await self._post(f"/Agent/{address}/wake/send", body, key)
+        return _invocation_id(raw)
+
+    async def stop(self, address: str) -> StopAnswer:
+        return _decode(await self._post(f"/Agent/{address}/stop", b"", None), StopAnswer)
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         raw = await self._post(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec), None)
@@ -76,7 +87,7 @@ class AsyncIngress:
         return "ok"
 
     async def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json"} if body else {}
         if idempotency_key:
             headers["idempotency-key"] = idempotency_key
         try:
@@ -86,6 +97,13 @@ class AsyncIngress:
         if response.status_code >= 400:
             raise _error(response)
         return response.content
+
+
+def _invocation_id(raw: bytes) -> str:
+    answer: Any = msgspec.json.decode(raw)
+    if not isinstance(answer, dict) or "invocationId" not in answer:
+        raise IngressUnavailableError("it answered a send without an invocation id")
+    return str(answer["invocationId"])
 
 
 def _decode(raw: bytes, type_: type[T]) -> T:

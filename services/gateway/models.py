@@ -35,6 +35,23 @@ class MessageAccepted(Strict):
     events_url: str = Field(description="Follow from here to see what the message does.")
 
 
+class ApprovalIn(Strict):
+    approve: bool = Field(description="true runs the call; false tells the model it was denied.")
+    note: str = Field(default="", max_length=2000, description="A note the model will read.")
+
+
+class ApprovalAccepted(Strict):
+    address: str
+    request_id: str
+    approve: bool
+    invocation_id: str = Field(description="Restate's id of the wake that carries the answer.")
+
+
+class StopOut(Strict):
+    stopping: bool = Field(description="false when the agent had no turn in progress.")
+    message: str = Field(description="One sentence saying what happens.")
+
+
 class AgentOut(Strict):
     address: str
     kind: str

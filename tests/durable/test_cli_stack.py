@@ -65,7 +65,8 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
         tail = teaspill(env, "tail", "acme.clerk", "--after", "2")
         assert [line.split()[0] for line in tail.stdout.splitlines()] == ["#3", "#4", "#5", "#6"]
         assert "calculator → ok: 42" in tail.stdout
-        live_text_reaches_followers(env, tmp_path)
+        key = live_text_reaches_followers(env)
+        approval_and_stop_through_the_gateway(env, tmp_path, key)
     finally:
         down = teaspill(env, "down")
     assert down.returncode == 0, down.stderr
@@ -91,7 +92,7 @@ def sse_frames(url: str, key: str, until: str) -> list[tuple[str, str]]:
     return frames
 
 
-def live_text_reaches_followers(env: dict[str, str], tmp_path: Path) -> None:
+def live_text_reaches_followers(env: dict[str, str]) -> str:
     """The executor pushes the reply's text to the gateway as it is written (the stack
     made up a live token), and a follower sees it before the recorded message."""
     created = teaspill(env, "keys", "create", "acme", "--scope", "admin")
@@ -111,3 +112,42 @@ def live_text_reaches_followers(env: dict[str, str], tmp_path: Path) -> None:
     assert kinds.index("delta") < kinds.index("model_message")
     deltas = [json.loads(data) for event, data in frames if event == "delta"]
     assert "".join(d["text"] for d in deltas) == "written live, piece by piece"
+    return key
+
+
+ASKING = """
+kind = "careful"
+instructions = "Follow the script."
+model = "script"
+[tools]
+calculator = "ask"
+"""
+
+
+def approval_and_stop_through_the_gateway(env: dict[str, str], tmp_path: Path, key: str) -> None:
+    spec = tmp_path / "careful.toml"
+    spec.write_text(ASKING)
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "5*5"}}]},
+        {"reply": "approved: {results}"},
+    )
+    waiting = teaspill(env, "send", "acme.careful", text, "--spec", str(spec))
+    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.stdout.strip() == (
+        "The turn waits for approval t1r1-call_0: "
+        "`teaspill approve acme.careful t1r1-call_0` (or --deny)."
+    )
+    gateway = f"http://127.0.0.1:{env['TEASPILL_GATEWAY_PORT']}/v1/agents/acme.careful"
+    auth = {"authorization": f"Bearer {key}"}
+    answer = httpx.post(f"{gateway}/approvals/t1r1-call_0", json={"approve": True}, headers=auth)
+    assert answer.status_code == 202, answer.text
+    again = httpx.post(f"{gateway}/approvals/t1r1-call_0", json={"approve": True}, headers=auth)
+    deadline = time.monotonic() + 30
+    while "approved: 25" not in teaspill(env, "tail", "acme.careful").stdout:
+        assert time.monotonic() < deadline, "the approved turn did not finish"
+        time.sleep(0.2)
+    assert again.status_code in (202, 409)
+    late = httpx.post(f"{gateway}/approvals/t1r1-call_0", json={"approve": True}, headers=auth)
+    assert late.status_code == 409
+    idle = httpx.post(f"{gateway}/stop", headers=auth)
+    assert (idle.status_code, idle.json()["stopping"]) == (200, False)

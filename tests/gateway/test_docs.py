@@ -20,11 +20,14 @@ from services.gateway.app import create_app
 from services.gateway.models import (
     AgentOut,
     AgentPage,
+    ApprovalAccepted,
+    ApprovalIn,
     ErrorOut,
     HealthDown,
     LiveAccepted,
     MessageAccepted,
     MessageIn,
+    StopOut,
 )
 from services.settings import Settings
 
@@ -54,6 +57,9 @@ def decode(example: dict[str, Any]) -> object:
         ("fresh", LiveAccepted),
         ("deltas", LiveBatch),
         ("agents", AgentPage),
+        ("request_id", ApprovalAccepted),
+        ("approve", ApprovalIn),
+        ("stopping", StopOut),
         ("invocation_id", MessageAccepted),
         ("last_activity", AgentOut),
         ("published_at", PublishedSpec),
@@ -81,3 +87,4 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"ErrorOut", "TimelinePage", "SpecVersions", "LiveBatch", "AgentPage"} <= decoded
     assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
     assert {"HealthDown", "LiveAccepted"} <= decoded
+    assert {"ApprovalIn", "ApprovalAccepted", "StopOut"} <= decoded
