@@ -45,7 +45,7 @@ def _execution(services: Services, closers: list[Closer]) -> None:
     live = None
     if config.live_token:
         client = httpx.AsyncClient()
-        live = http_post(config.gateway_url, config.live_token, client)
+        live = http_post(config.live_push_url, config.live_token, client)
         closers.append(client.aclose)
     services.append(model_service(models, live))
     closers.append(lambda: asyncio.to_thread(models.close))

@@ -17,6 +17,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TEASPILL_", frozen=True)
 
     home: Path = Field(default=Path(".teaspill"), description="Where all state lives.")
+    restate_host: str = Field(
+        default="127.0.0.1", description="Where the services reach Restate's ingress and admin."
+    )
     ingress_port: int = Field(default=8080, description="Restate ingress (loopback only).")
     admin_port: int = Field(default=9070, description="Restate admin API (loopback only).")
     node_port: int = Field(default=5122, description="Restate node-to-node port.")
@@ -24,6 +27,11 @@ class Settings(BaseSettings):
     gateway_port: int = Field(default=8000, description="The public HTTP API.")
     gateway_host: str = Field(default="127.0.0.1", description="Where the gateway listens.")
     max_body_bytes: int = Field(default=65536, ge=1024, description="Largest request body.")
+    live_url: str = Field(
+        default="",
+        description="Where the execution plane pushes live deltas; empty: the gateway on "
+        "this machine (127.0.0.1 and TEASPILL_GATEWAY_PORT).",
+    )
     live_token: str = Field(
         default="",
         description="Shared secret the execution plane uses to push live deltas to the "
@@ -50,15 +58,16 @@ class Settings(BaseSettings):
 
     @property
     def ingress_url(self) -> str:
-        return f"http://127.0.0.1:{self.ingress_port}"
+        return f"http://{self.restate_host}:{self.ingress_port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"http://{self.restate_host}:{self.admin_port}"
 
     @property
-    def gateway_url(self) -> str:
-        return f"http://127.0.0.1:{self.gateway_port}"
+    def live_push_url(self) -> str:
+        """The gateway the execution plane pushes live deltas to."""
+        return self.live_url or f"http://127.0.0.1:{self.gateway_port}"
 
     @property
     def endpoint_url(self) -> str:

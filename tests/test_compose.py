@@ -30,7 +30,7 @@ def dependencies(service: dict[str, Any]) -> list[str]:
 
 
 def test_the_three_parts_are_there(compose: dict[str, Any]) -> None:
-    assert set(services(compose)) == {"restate", "services", "register"}
+    assert set(services(compose)) == {"restate", "services", "register", "gateway"}
 
 
 def test_every_dependency_is_a_service(compose: dict[str, Any]) -> None:
@@ -88,3 +88,16 @@ def test_the_image_and_make_install_bundle_the_same_model() -> None:
     in_make = pin.findall((ROOT / "Makefile").read_text())
     assert in_image
     assert set(in_image) == set(in_make)
+
+
+def test_the_gateway_reads_what_the_services_write_and_reaches_restate_by_name(
+    compose: dict[str, Any],
+) -> None:
+    parts = services(compose)
+    gateway, endpoint = parts["gateway"], parts["services"]
+    assert "services.gateway.app:app" in gateway["command"]
+    assert set(gateway["volumes"]) == set(endpoint["volumes"])
+    for service in (gateway, endpoint):
+        assert service["environment"]["TEASPILL_RESTATE_HOST"] == "restate"
+        assert service["environment"]["TEASPILL_LIVE_TOKEN"].startswith("${TEASPILL_LIVE_TOKEN")
+    assert endpoint["environment"]["TEASPILL_LIVE_URL"] == "http://gateway:8000"
