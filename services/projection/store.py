@@ -30,6 +30,10 @@ STATUS_BY_EVENT = {
     "tool_finished": "running",
     "child_spawned": "running",
     "waiting": "waiting",
+    "approval_requested": "waiting",
+    "turn_parked": "parked",
+    "approval_answered": "running",
+    "approval_abandoned": "running",
     "turn_ended": "idle",
 }
 """Which events decide an agent's status; the newest of them wins."""

@@ -12,7 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.catalog import ApiKey, PublishedSpec
-from schemas.events import Event, EventBody, ModelMessage, TurnEnded, TurnStarted, Waiting
+from schemas.events import (
+    ApprovalAnswered,
+    ApprovalRequested,
+    Event,
+    EventBody,
+    ModelMessage,
+    TurnEnded,
+    TurnParked,
+    TurnStarted,
+    Waiting,
+)
 from schemas.spec import AgentSpec
 from services.projection.store import ProjectionStore
 
@@ -114,3 +124,22 @@ def test_migrations_run_once_and_a_reopened_store_keeps_its_rows() -> None:
                 assert len(await store.timeline("acme.a")) == 3
 
     asyncio.run(run())
+
+
+def test_a_parked_turn_shows_in_the_catalog_until_its_answer_resumes_it() -> None:
+    bodies: list[EventBody] = [
+        TurnStarted("go", "guarded", 1),
+        ApprovalRequested("t1r1-call_0", "call_0", "ledger"),
+        TurnParked("t1r1-call_0"),
+    ]
+    parked = [Event("acme.p", i, 1, 1, T0, b) for i, b in enumerate(bodies, start=1)]
+    resumed = [
+        *parked,
+        Event("acme.p", 4, 1, 1, T0, ApprovalAnswered("t1r1-call_0", True)),
+        Event("acme.p", 5, 1, 1, T0, TurnEnded("succeeded", "done")),
+    ]
+    statuses = [
+        next(row for row in project([events])["agents"] if row[0] == "acme.p")[4]
+        for events in (parked[:2], parked, resumed[:4], resumed)
+    ]
+    assert statuses == ["waiting", "parked", "running", "idle"]
