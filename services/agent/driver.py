@@ -14,6 +14,7 @@ import restate
 from schemas.events import (
     ApprovalRequested,
     ChildSpawned,
+    Event,
     EventBody,
     ModelMessage,
     ToolCalled,
@@ -126,11 +127,11 @@ class Driver:
         raw = await self._ctx.generic_call(MODEL, "generate", msgspec.json.encode(request))
         reply = msgspec.json.decode(raw, type=ModelReply)
         self.usage = add(self.usage, reply.usage)
-        await self._pipeline.after_model(reply.usage)
         message = reply.message
-        await self._record(
+        recorded = await self._record(
             ModelMessage(request.model, message.content, message.tool_calls, reply.usage)
         )
+        await self._pipeline.after_model(reply.usage, recorded[0].at.timestamp())
         return reply
 
     async def _call_tool(self, command: CallTool) -> ToolResult:
@@ -190,8 +191,8 @@ class Driver:
     def _with_usage(self) -> TurnState:
         return msgspec.structs.replace(self._state, usage=self.usage)
 
-    async def _record(self, *bodies: EventBody) -> None:
-        await self._timeline.append(self._state.number, self.round, *bodies)
+    async def _record(self, *bodies: EventBody) -> list[Event]:
+        return await self._timeline.append(self._state.number, self.round, *bodies)
 
 
 def _reason(error: restate.TerminalError | BudgetExceededError) -> str:

@@ -52,34 +52,38 @@ class Pipeline:
         self._wake_started = wake_started
 
     async def before_model(self, turn: TurnState, request: ModelRequest) -> None:
-        """Check every budget and reserve the call's estimate; raises BudgetExceededError."""
+        """Check every budget and reserve the call's estimate; raises BudgetExceededError.
+
+        The clock is read (a journaled step) only for a limit that needs it."""
         limits = turn.spec.limits
-        now = await self._ctx.time()
-        self._check_time(turn, now)
+        await self._check_time(turn)
         used = total(turn.usage)
         if limits.max_turn_tokens and used >= limits.max_turn_tokens:
             raise BudgetExceededError(
                 f"The turn reached its limit of {limits.max_turn_tokens} model tokens "
                 f"(it used {used})."
             )
-        ledger = _today(await self._ledger(), now)
-        if limits.max_daily_tokens and ledger.day_tokens >= limits.max_daily_tokens:
-            raise BudgetExceededError(
-                f"The agent reached its limit of {limits.max_daily_tokens} model tokens "
-                f"for {ledger.day} (UTC)."
-            )
+        ledger = await self._ledger()
+        if limits.max_daily_tokens:
+            ledger = _today(ledger, await self._ctx.time())
+            if ledger.day_tokens >= limits.max_daily_tokens:
+                raise BudgetExceededError(
+                    f"The agent reached its limit of {limits.max_daily_tokens} model tokens "
+                    f"for {ledger.day} (UTC)."
+                )
         self._ctx.set(LEDGER, msgspec.structs.replace(ledger, reserved=estimate(request)))
 
-    async def after_model(self, usage: Usage) -> None:
-        """Replace the reservation by what the call used."""
-        ledger = await self._ledger()
+    async def after_model(self, usage: Usage, at: float) -> None:
+        """Replace the reservation by what the call used, on the day of `at` (the time
+        the call was recorded)."""
+        ledger = _today(await self._ledger(), at)
         charged = ledger.day_tokens + total(usage)
         self._ctx.set(LEDGER, msgspec.structs.replace(ledger, day_tokens=charged, reserved=0))
 
     async def before_tool(self, turn: TurnState, call: ToolCall) -> str | None:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
-        self._check_time(turn, await self._ctx.time())
+        await self._check_time(turn)
         tool = self._tools.get(call.name)
         if tool is None:
             return None
@@ -90,10 +94,12 @@ class Pipeline:
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
         return f"The arguments of {call.name} are not valid: {where}: {error.message}."
 
-    def _check_time(self, turn: TurnState, now: float) -> None:
+    async def _check_time(self, turn: TurnState) -> None:
         limit = turn.spec.limits.max_turn_seconds
-        spent = turn.active_seconds + (now - self._wake_started)
-        if limit and spent > limit:
+        if not limit:
+            return
+        spent = turn.active_seconds + (await self._ctx.time() - self._wake_started)
+        if spent > limit:
             raise BudgetExceededError(
                 f"The turn reached its limit of {limit:g} seconds of running time."
             )
