@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -12,7 +13,8 @@ from services.harness.builtins import BUILTIN_DEFINITIONS
 from services.settings import Settings
 from services.tools.builtin import BUILTIN_TOOLS
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 
 
 def page(name: str) -> str:
@@ -47,3 +49,29 @@ def test_the_cli_reference_is_generated_from_the_cli(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("COLUMNS", "100")
     assert PAGE.read_text() == render(), "run `python -m services.cli.reference`"
+
+
+def documented_commands() -> set[tuple[str, ...]]:
+    pages = [ROOT / "README.md", *DOCS.glob("*.md")]
+    found: set[tuple[str, ...]] = set()
+    for path in pages:
+        for match in re.finditer(r"teaspill ((?:[a-z]+ ?){1,2})", path.read_text()):
+            found.add(tuple(match.group(1).split()))
+    return found
+
+
+def test_every_teaspill_command_the_docs_show_exists() -> None:
+    from services.cli.main import parser  # noqa: PLC0415
+
+    def known(words: tuple[str, ...]) -> bool:
+        cli = parser()
+        try:
+            cli.parse_known_args([*words, "--help"])
+        except SystemExit as exit_:
+            return exit_.code == 0
+        return True
+
+    shown = documented_commands()
+    assert shown
+    unknown = sorted(words for words in shown if not known(words[:1]))
+    assert unknown == []
