@@ -8,28 +8,39 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import httpx
 
 from bench import BenchError
 from bench.projection import projection_path
-from bench.report import machine, render, write_json
+from bench.report import machine, render
 from bench.results import Result
 from bench.rounds import TURN_TIMEOUT, Plan, Target, concurrent, sequential, warm_up
+from bench.sse import SseResult, sse, sse_plan
+from bench.sse import render as render_sse
 from services.ingress import IngressError
 from services.settings import Settings
-from services.stack import Endpoint, RestateServer, StackError, free_port, register
+from services.stack import Endpoint, Gateway, RestateServer, StackError, free_port, register
 
 BENCHMARKS: dict[str, Callable[[Target, Plan], Result]] = {
     "sequential": sequential,
     "concurrent": concurrent,
 }
+SSE, SSE_LOAD = "sse", "sse-load"
+"""Followers of timelines through the gateway (`bench/sse.py`): latency and catch-up; and
+latency with many agents followed at once, not run by default: at commit 8da309f it stops
+on a follower that was not sent every seq (see docs/benchmarks.md)."""
+NAMES = [*BENCHMARKS, SSE, SSE_LOAD]
+DEFAULT = [*BENCHMARKS, SSE]
 FULL = Plan(agents=50, turns=20, rounds=10)
 QUICK = Plan(agents=5, turns=3, rounds=3)
 
@@ -37,15 +48,23 @@ QUICK = Plan(agents=5, turns=3, rounds=3)
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="Measure the overhead of an agent's round on a real restate-server.",
+        description="Measure the overhead of an agent's round on a real restate-server, and"
+        " how fast timelines reach followers through the gateway.",
     )
-    names = ", ".join(BENCHMARKS)
+    names = ", ".join(NAMES)
     parser.add_argument(
-        "benchmarks", nargs="*", metavar="BENCHMARK", help=f"any of: {names} (default: all)"
+        "benchmarks",
+        nargs="*",
+        metavar="BENCHMARK",
+        help=f"any of: {names} (default: {', '.join(DEFAULT)})",
     )
     parser.add_argument("--agents", type=_positive, help=f"concurrent agents ({FULL.agents})")
     parser.add_argument("--rounds", type=_positive, help=f"rounds per turn ({FULL.rounds})")
-    parser.add_argument("--turns", type=_positive, help=f"sequential turns ({FULL.turns})")
+    parser.add_argument(
+        "--turns",
+        type=_positive,
+        help=f"sequential turns, and turns per followed agent ({FULL.turns})",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -56,7 +75,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--keep-home", action="store_true", help="keep the temporary home (logs, Restate data)"
     )
     args = parser.parse_args(argv)
-    unknown = [name for name in args.benchmarks if name not in BENCHMARKS]
+    unknown = [name for name in args.benchmarks if name not in NAMES]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {names}")
     return args
@@ -89,8 +108,9 @@ def bench_settings(home: Path) -> Settings:
         admin_port=free_port(),
         node_port=free_port(),
         endpoint_port=free_port(),
-        # What is measured is restate-server and the endpoint alone: no gateway to push
-        # live deltas to, no observers, whatever the caller's environment says.
+        gateway_port=free_port(),
+        # What is measured is restate-server and the endpoint (and the gateway for `sse`
+        # alone): no live deltas, no observers, whatever the caller's environment says.
         live_token="",
         observer_modules=(),
     )
@@ -143,13 +163,44 @@ def _shielded() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run(names: Sequence[str], plan: Plan, home: Path) -> list[Result]:
+@contextlib.contextmanager
+def gateway(settings: Settings) -> Iterator[str]:
+    """The gateway on the running stack, for the block; yields its URL. Started only for
+    `sse`, after the round benchmarks, so that those measure the stack without it."""
+    part = Gateway(settings)
+    try:
+        part.start()
+        yield part.url
+    finally:
+        with _shielded():
+            part.stop()
+
+
+@dataclasses.dataclass(frozen=True)
+class Results:
+    rounds: list[Result]
+    sse: SseResult | None
+
+
+def run(names: Sequence[str], plan: Plan, home: Path, quick: bool) -> Results:
     """Start the stack, warm it up, run each benchmark; the stack is always stopped."""
     settings = bench_settings(home)
     target = Target(settings.ingress_url, projection_path(settings.home))
     with running(settings):
         warm_up(target, plan)
-        return [BENCHMARKS[name](target, plan) for name in names]
+        rounds = [BENCHMARKS[name](target, plan) for name in names if name in BENCHMARKS]
+        followed = [name == SSE_LOAD for name in names if name in (SSE, SSE_LOAD)]
+        if not followed:
+            return Results(rounds, None)
+        with gateway(settings) as url:
+            parts = [sse(target, url, sse_plan(plan, quick), load) for load in followed]
+        return Results(rounds, combined(parts))
+
+
+def combined(parts: Sequence[SseResult]) -> SseResult:
+    built = next((part.built for part in parts if part.built is not None), None)
+    latency = [row for part in parts for row in part.latency]
+    return SseResult(latency, built, [row for part in parts for row in part.catch_up])
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -170,11 +221,11 @@ def _sentence(error: Exception) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names = args.benchmarks or list(BENCHMARKS)
+    names = args.benchmarks or DEFAULT
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with bench_home(args.keep_home) as home:
-            results = run(names, plan_of(args), home)
+            results = run(names, plan_of(args), home, args.quick)
     except KeyboardInterrupt:
         print("bench: interrupted; the stack was stopped.", file=sys.stderr)
         return 130
@@ -182,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench: no figures, the run failed: {_sentence(error)}", file=sys.stderr)
         return 1
     about = machine()
-    print(render(results, about))
+    print(report(results, about))
     if args.json is not None:
         try:
             write_json(args.json, results, about)
@@ -190,6 +241,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bench: could not write {args.json}: {error.strerror}.", file=sys.stderr)
             return 1
     return 0
+
+
+def report(results: Results, about: dict[str, Any]) -> str:
+    parts = [render(results.rounds, about)] if results.rounds else []
+    if results.sse is not None:
+        parts.append(render_sse(results.sse, about))
+    return "\n\n".join(parts)
+
+
+def write_json(path: Path, results: Results, about: dict[str, Any]) -> None:
+    """`results` (the round benchmarks) as `bench.report` writes them; `sse` beside them."""
+    document: dict[str, Any] = {
+        "machine": about,
+        "results": [dataclasses.asdict(r) for r in results.rounds],
+    }
+    if results.sse is not None:
+        document["sse"] = dataclasses.asdict(results.sse)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

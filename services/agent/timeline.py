@@ -56,7 +56,7 @@ class Timeline:
         self._meta = TimelineMeta(seq)
         self._ctx.set(META, self._meta)
         batch = msgspec.json.encode(EventBatch(tuple(events)))
-        self._ctx.generic_send(PROJECTOR, "events", batch)
+        self._ctx.generic_send(PROJECTOR, "events", batch, key=self._address)
         notify(self._observers, events)
         return events
 

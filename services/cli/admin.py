@@ -80,7 +80,7 @@ def agents_list(settings: Settings, tenant: str, kind: str | None, status: str |
 
 def projections_rebuild(ingress: Ingress) -> None:
     print("Rebuilding the projections from every agent's timeline and every tenant...")
-    report = msgspec.json.decode(ingress.call("/Projector/rebuild"), type=RebuildReport)
+    report = msgspec.json.decode(ingress.call("/Projector/all/rebuild"), type=RebuildReport)
     print(
         f"Rebuilt: {report.agents} agents, {report.events} events, "
         f"{report.specs} spec versions, {report.keys} keys."

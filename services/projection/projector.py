@@ -72,23 +72,29 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def projector_service(projection: Projection, ingress_url: str, admin_url: str) -> restate.Service:
-    projector = restate.Service("Projector", description="Writes the SQLite projections.")
+def projector_service(
+    projection: Projection, ingress_url: str, admin_url: str
+) -> restate.VirtualObject:
+    """Keyed by agent (events) or tenant (specs, keys): Restate delivers one key's sends
+    in the order they were made, so one agent's batches are written in seq order."""
+    projector = restate.VirtualObject(
+        "Projector", description="Writes the SQLite projections.", state_preload=False
+    )
 
     @projector.handler()
-    async def events(ctx: restate.Context, batch: EventBatch) -> None:
+    async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
         await projection.write(lambda store: store.record_events(batch.events))
 
     @projector.handler()
-    async def spec(ctx: restate.Context, published: PublishedSpec) -> None:
+    async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:
         await projection.write(lambda store: store.record_spec(published))
 
     @projector.handler()
-    async def key(ctx: restate.Context, key: ApiKey) -> None:
+    async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
         await projection.write(lambda store: store.record_key(key))
 
     @projector.handler()
-    async def rebuild(ctx: restate.Context) -> RebuildReport:
+    async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:
         async def run() -> RebuildReport:
             return await projection.replace(
                 lambda store: rebuild_from_restate(store, ingress_url, admin_url)

@@ -165,11 +165,19 @@ class ProjectionStore:
     # --- reads ------------------------------------------------------------------------
 
     async def timeline(self, agent: str, after_seq: int = 0, limit: int = 100) -> list[Event]:
+        """The events after `after_seq`, up to the first one not written yet: a reader
+        never skips an event that lands late (batches of different wakes can be written
+        out of order, e.g. while the projector catches up after a restart)."""
         cursor = await self._db.execute(
-            "select event from events where agent = ? and seq > ? order by seq limit ?",
+            "select seq, event from events where agent = ? and seq > ? order by seq limit ?",
             (agent, after_seq, limit),
         )
-        return [msgspec.json.decode(row[0], type=Event) for row in await cursor.fetchall()]
+        events = []
+        for expected, (seq, raw) in enumerate(await cursor.fetchall(), start=after_seq + 1):
+            if seq != expected:
+                break
+            events.append(msgspec.json.decode(raw, type=Event))
+        return events
 
     async def agent(self, address: str) -> AgentRow | None:
         row = await self._one_or_none("select * from agents where address = ?", address)

@@ -42,7 +42,7 @@ async def publish(ctx: restate.ObjectContext, spec: AgentSpec) -> PublishedSpec:
     versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
     published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
     ctx.set(spec_key(spec.kind), SpecVersions((*stored.versions, published)))
-    ctx.generic_send(PROJECTOR, "spec", msgspec.json.encode(published))
+    ctx.generic_send(PROJECTOR, "spec", msgspec.json.encode(published), key=ctx.key())
     return published
 
 
@@ -60,7 +60,7 @@ async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
     if any(k.id == key.id for k in keys.keys):
         raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
     ctx.set(KEYS, Keys((*keys.keys, key)))
-    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(key))
+    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(key), key=ctx.key())
     return key
 
 
@@ -74,7 +74,7 @@ async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
     if revoked.revoked_at is None:
         revoked = msgspec.structs.replace(revoked, revoked_at=await _now(ctx))
         ctx.set(KEYS, Keys(tuple(revoked if k.id == ref.id else k for k in keys.keys)))
-    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(revoked))
+    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(revoked), key=ctx.key())
     return revoked
 
 

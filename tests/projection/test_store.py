@@ -143,3 +143,18 @@ def test_a_parked_turn_shows_in_the_catalog_until_its_answer_resumes_it() -> Non
         for events in (parked[:2], parked, resumed[:4], resumed)
     ]
     assert statuses == ["waiting", "parked", "running", "idle"]
+
+
+def test_a_timeline_read_stops_at_the_first_event_not_written_yet() -> None:
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        with tempfile.TemporaryDirectory() as home:
+            async with await ProjectionStore.open(Path(home) / "p.db") as store:
+                a = timeline("acme.a", 3)
+                await store.record_events([*a[:3], *a[4:6]])
+                early = [e.seq for e in await store.timeline("acme.a")]
+                stuck = [e.seq for e in await store.timeline("acme.a", after_seq=3)]
+                await store.record_events([a[3]])
+                later = [e.seq for e in await store.timeline("acme.a", after_seq=3)]
+                return early, stuck, later
+
+    assert asyncio.run(run()) == ([1, 2, 3], [], [4, 5, 6])
