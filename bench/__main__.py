@@ -29,7 +29,14 @@ from bench.sse import SseResult, sse, sse_plan
 from bench.sse import render as render_sse
 from services.ingress import IngressError
 from services.settings import Settings
-from services.stack import Endpoint, Gateway, RestateServer, StackError, free_port, register
+from services.stack import (
+    Endpoint,
+    Gateway,
+    RestateServer,
+    StackError,
+    isolated_settings,
+    register,
+)
 
 BENCHMARKS: dict[str, Callable[[Target, Plan], Result]] = {
     "sequential": sequential,
@@ -102,13 +109,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
 
 
 def bench_settings(home: Path) -> Settings:
-    return Settings(
-        home=home,
-        ingress_port=free_port(),
-        admin_port=free_port(),
-        node_port=free_port(),
-        endpoint_port=free_port(),
-        gateway_port=free_port(),
+    return isolated_settings(
+        home,
         # What is measured is restate-server and the endpoint (and the gateway for `sse`
         # alone): no live deltas, no observers, whatever the caller's environment says.
         live_token="",

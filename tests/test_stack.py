@@ -16,7 +16,7 @@ from services.stack import (
     Stack,
     StackError,
     find_restate_server,
-    free_port,
+    isolated_settings,
     register,
     settings_env,
 )
@@ -39,13 +39,7 @@ app = restate.app([counter])
 
 
 def make_settings(home: Path) -> Settings:
-    return Settings(
-        home=home,
-        ingress_port=free_port(),
-        admin_port=free_port(),
-        node_port=free_port(),
-        endpoint_port=free_port(),
-    )
+    return isolated_settings(home)
 
 
 @pytest.fixture
