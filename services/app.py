@@ -1,8 +1,10 @@
 """The composition root: the one place that knows every service.
 
-`app` serves both planes from one endpoint (the embedded default). To serve them apart,
-so that an operator can restart or scale either alone, point two servers at
-`services.app:create_app(execution=False)` and `services.app:create_app(control=False)`.
+`create_app()` serves both planes from one endpoint (the embedded default): hypercorn
+builds it with `python -m hypercorn 'services.app:create_app()'`, so importing this
+module builds nothing. To serve the planes apart, so that an operator can restart or
+scale either alone, point two servers at `services.app:create_app(execution=False)` and
+`services.app:create_app(control=False)`.
 """
 
 from __future__ import annotations
@@ -60,6 +62,3 @@ def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
         _execution(services, closers)
     restate_app: ASGIApp = restate.app(services)
     return with_shutdown(restate_app, closers)
-
-
-app = create_app()

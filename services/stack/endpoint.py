@@ -11,7 +11,7 @@ from pathlib import Path
 from services.settings import Settings
 from services.stack.process import Part, answers
 
-DEFAULT_APP = "services.app:app"
+DEFAULT_APP = "services.app:create_app()"
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
