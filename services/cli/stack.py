@@ -17,7 +17,7 @@ from schemas.spec import AgentSpec
 from services.cli import talk
 from services.ingress import Ingress
 from services.settings import Settings
-from services.stack import Stack, register
+from services.stack import Stack
 from services.stack.gateway import local_url
 from services.stack.process import answers
 
@@ -32,21 +32,7 @@ def start(settings: Settings) -> Stack:
     """Start every part, saying what it does; a live token is made up for this stack
     unless one is set, so the execution plane can push live text to the gateway."""
     token = settings.live_token or secrets.token_urlsafe(24)
-    stack = Stack(settings, env={"TEASPILL_LIVE_TOKEN": token})
-    try:
-        print(
-            f"Starting restate-server (ingress {settings.ingress_url}, admin {settings.admin_url})"
-        )
-        stack.restate.start()
-        print(f"Starting the service endpoint on {settings.endpoint_url}")
-        stack.endpoint.start()
-        print("Registering the endpoint with Restate")
-        register(settings)
-        print(f"Starting the gateway on {stack.gateway.url}")
-        stack.gateway.start()
-    except BaseException:
-        stack.down()
-        raise
+    stack = Stack(settings, env={"TEASPILL_LIVE_TOKEN": token}).up(print)
     _record(settings, stack)
     return stack
 

@@ -1,8 +1,8 @@
 """Fake models that ship with the code, for tests and demos without a real model.
 
-`ScriptedExecutor` answers with a function of the request. `follow_directives` is the
-function behind the `script` model: the latest user message is a script of JSON lines,
-and the model performs the line whose turn has come (one line per round):
+`follow_directives` is the function behind the `script` model: the latest user message
+is a script of JSON lines, and the model performs the line whose turn has come (one line
+per round):
 
     {"calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}
     {"reply": "The answer is {results}"}
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -24,16 +23,6 @@ import msgspec
 from schemas.chat import ChatMessage, ToolCall
 from schemas.model import ModelReply, ModelRequest, Usage
 from services.executor.protocol import TextSink, discard
-
-
-class ScriptedExecutor:
-    def __init__(self, answer: Callable[[ModelRequest], ModelReply]) -> None:
-        self._answer = answer
-
-    def generate(
-        self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
-    ) -> ModelReply:
-        return self._answer(request)
 
 
 class ScriptedCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

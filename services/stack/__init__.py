@@ -7,7 +7,7 @@ Used by `teaspill up` and by the durable test fixtures.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -61,11 +61,17 @@ class Stack:
         self.gateway = Gateway(settings, env=env)
         self.deployment: dict[str, Any] = {}
 
-    def up(self) -> Stack:
+    def up(self, progress: Callable[[str], None] = lambda _: None) -> Stack:
+        """Start every part in order; `progress` hears a sentence before each step."""
+        s = self.settings
         try:
+            progress(f"Starting restate-server (ingress {s.ingress_url}, admin {s.admin_url})")
             self.restate.start()
+            progress(f"Starting the service endpoint on {s.endpoint_url}")
             self.endpoint.start()
-            self.deployment = register(self.settings)
+            progress("Registering the endpoint with Restate")
+            self.deployment = register(s)
+            progress(f"Starting the gateway on {self.gateway.url}")
             self.gateway.start()
         except BaseException:
             # The first failure is the one to report; stopping the rest is best effort.
