@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from schemas.spec import AgentSpec
 from schemas.wake import Message
 from services.cli.main import main
 from services.executor.scripted import script
-from services.projection.store import ProjectionStore
+from services.projection.store import AgentRow, ProjectionStore
 from services.stack import settings_env
 from tests.durable.conftest import LiveStack, eventually
 
@@ -144,21 +145,23 @@ def _request_id(stack: LiveStack, address: str) -> str | None:
 
 
 def _in_catalog(stack: LiveStack, address: str) -> bool | None:
-    async def read() -> bool:
-        async with await ProjectionStore.open(stack.home / "projection.db") as store:
-            row = await store.agent(address)
-            return row is not None and row.status == "idle"
-
-    return asyncio.run(read()) or None
+    return _catalog_shows(stack, address, lambda row: row.status == "idle")
 
 
 def _caught_up(stack: LiveStack, address: str) -> bool | None:
     want = stack.ingress.status(address).last_seq
+    return _catalog_shows(stack, address, lambda row: row.last_seq == want)
+
+
+def _catalog_shows(
+    stack: LiveStack, address: str, check: Callable[[AgentRow], bool]
+) -> bool | None:
+    """Whether the projection's catalog row of `address` passes `check` (None if not)."""
 
     async def read() -> bool:
         async with await ProjectionStore.open(stack.home / "projection.db") as store:
             row = await store.agent(address)
-            return row is not None and row.last_seq == want
+            return row is not None and check(row)
 
     return asyncio.run(read()) or None
 
