@@ -17,12 +17,12 @@ from schemas.events import (
 from schemas.harness import AskApproval, Command, Fail, Reply, TurnState, Wait
 from schemas.spec import AgentSpec
 from schemas.state import History, Queue, Summary
-from schemas.wake import ChildFinished, Message, Timer, WakeEnvelope
-from services.agent.driver import AGENT, CANCELLED, Driver
+from schemas.wake import ChildFinished, Message, Timer
+from services.agent.driver import CANCELLED, Driver
 from services.agent.observers import Observer
 from services.agent.pipeline import Pipeline
 from services.agent.specs import missing_spec, resolve_spec
-from services.agent.state import HISTORY, QUEUE, RUNNING, SUMMARY, TURN, status
+from services.agent.state import HISTORY, QUEUE, RUNNING, SUMMARY, TURN, send_wake, status
 from services.agent.timeline import Timeline
 from services.harness.loop import TurnInput, child_reported, is_pending, run_turn
 from services.tools.registry import ToolRegistry
@@ -188,17 +188,11 @@ class AgentWake:
             report = ChildFinished(
                 self._address, turn.parent.turn, turn.parent.call_id, outcome, text
             )
-            self._ctx.generic_send(
-                AGENT,
-                "wake",
-                msgspec.json.encode(WakeEnvelope(report)),
-                key=turn.parent.address,
-                idempotency_key=f"finished {self._address} {turn.number}",
-            )
+            key = f"finished {self._address} {turn.number}"
+            send_wake(self._ctx, turn.parent.address, report, key=key)
 
     def send_self(self, wake: Timer) -> None:
-        body = msgspec.json.encode(WakeEnvelope(wake))
-        self._ctx.generic_send(AGENT, "wake", body, key=self._address)
+        send_wake(self._ctx, self._address, wake)
 
     async def _dequeue(self) -> Message | None:
         queue = await self._ctx.get(QUEUE, type_hint=Queue) or Queue()

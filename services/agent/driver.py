@@ -39,13 +39,13 @@ from schemas.harness import (
     Wait,
 )
 from schemas.model import ModelReply, Usage
-from schemas.wake import Message, ParentRef, Timer, WakeEnvelope
+from schemas.wake import Message, ParentRef, Timer
 from services.agent.pipeline import BudgetExceededError, Pipeline
+from services.agent.state import send_wake
 from services.agent.timeline import Timeline
 from services.harness.loop import Turn
 from services.tools.registry import ToolRegistry
 
-AGENT = "Agent"
 MODEL = "Model"
 CANCELLED = 409
 """The status of the TerminalError Restate raises in a cancelled invocation."""
@@ -155,7 +155,7 @@ class Driver:
     async def _spawn(self, command: Spawn) -> Spawned:
         parent = ParentRef(self._address, self._state.number, command.call.id)
         message = Message(command.task, spec=command.spec, parent=parent, depth=command.depth)
-        self._send_wake(command.child, message, key=f"spawn {command.child}")
+        send_wake(self._ctx, command.child, message, key=f"spawn {command.child}")
         await self._record(ChildSpawned(command.call.id, command.child, command.task))
         return Spawned(command.child)
 
@@ -166,26 +166,13 @@ class Driver:
         )
         timeout = timedelta(seconds=self._state.spec.limits.approval_timeout)
         timer = Timer("park", turn=self._state.number)
-        self._send_wake(self._address, timer, delay=timeout)
+        send_wake(self._ctx, self._address, timer, delay=timeout)
 
     async def _refused(
         self, call_id: str, name: str, arguments: dict[str, object], why: str
     ) -> None:
         await self._record(
             ToolCalled(call_id, name, dict(arguments)), ToolFinished(call_id, name, "error", why)
-        )
-
-    def _send_wake(
-        self,
-        address: str,
-        wake: Message | Timer,
-        *,
-        key: str | None = None,
-        delay: timedelta | None = None,
-    ) -> None:
-        body = msgspec.json.encode(WakeEnvelope(wake))
-        self._ctx.generic_send(
-            AGENT, "wake", body, key=address, idempotency_key=key, send_delay=delay
         )
 
     def _with_usage(self) -> TurnState:

@@ -22,7 +22,7 @@ from schemas.state import Answered
 from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, WakeEnvelope
 from services.agent.control import ControlledWake
 from services.agent.observers import Observer
-from services.agent.state import ANSWERED, RUNNING, TURN, status
+from services.agent.state import ANSWERED, RUNNING, TURN, send_wake, status
 from services.agent.timeline import read_page
 from services.tools.registry import ToolRegistry
 
@@ -55,8 +55,7 @@ def agent_object(
             ctx.cancel_invocation(running)
             return StopAnswer(True, f"Stopping the turn {address} is running.")
         if await ctx.get(TURN, type_hint=TurnState) is not None:
-            body = msgspec.json.encode(WakeEnvelope(Stop()))
-            ctx.generic_send("Agent", "wake", body, key=address)
+            send_wake(ctx, address, Stop())
             return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import msgspec
 import restate
 
 from schemas.events import AgentState, AgentStatus
 from schemas.harness import TurnState
 from schemas.state import Ledger, Queue, Summary
+from schemas.wake import Wake, WakeEnvelope
 from services.agent.timeline import last_seq_of
 
 TURN = "turn"
@@ -18,7 +22,23 @@ RUNNING = "running"
 ANSWERED = "answered"
 LEDGER = "ledger"
 
+AGENT = "Agent"
+
 Readable = restate.ObjectSharedContext | restate.ObjectContext
+
+
+def send_wake(
+    ctx: restate.Context,
+    address: str,
+    wake: Wake,
+    *,
+    key: str | None = None,
+    delay: timedelta | None = None,
+) -> None:
+    """A one-way wake to an agent (this one, a child or a parent): never a call, so two
+    agents never wait on each other."""
+    body = msgspec.json.encode(WakeEnvelope(wake))
+    ctx.generic_send(AGENT, "wake", body, key=address, idempotency_key=key, send_delay=delay)
 
 
 def state_of(turn: TurnState | None) -> AgentState:
