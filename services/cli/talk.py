@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
@@ -67,35 +67,36 @@ def chat(ingress: Ingress, address: str, spec: AgentSpec) -> None:
         send(ingress, address, text, spec, show=True)
 
 
-def tail(ingress: Ingress, address: str, after: int, *, follow: bool, poll: float = 0.2) -> None:
-    """Print the timeline after `after`; with `follow`, keep printing what lands until
-    Ctrl-C."""
-    try:
-        while True:
-            page = ingress.timeline(address, after_seq=after, limit=500)
-            print_events(page.events)
-            if page.events:
-                after = page.events[-1].seq
-                continue
-            if not follow:
-                return
+def events_after(
+    ingress: Ingress, address: str, after: int, *, follow: bool, poll: float = 0.2
+) -> Iterator[Event]:
+    """The timeline after `after`; with `follow`, then what lands, for as long as asked."""
+    while True:
+        page = ingress.timeline(address, after_seq=after, limit=500)
+        yield from page.events
+        if page.events:
+            after = page.events[-1].seq
+        elif not follow:
+            return
+        else:
             time.sleep(poll)
+
+
+def tail(ingress: Ingress, address: str, after: int, *, follow: bool) -> None:
+    """Print the timeline after `after`; with `follow`, keep printing until Ctrl-C."""
+    try:
+        print_events(events_after(ingress, address, after, follow=follow))
     except KeyboardInterrupt:
         print()
 
 
-def follow_turn(ingress: Ingress, address: str, after: int, poll: float = 0.2) -> TurnEnded:
+def follow_turn(ingress: Ingress, address: str, after: int) -> TurnEnded:
     """Print events as they land until a turn ends; return its ending."""
-    while True:
-        page = ingress.timeline(address, after_seq=after, limit=500)
-        print_events(page.events)
-        for event in page.events:
-            if isinstance(event.body, TurnEnded):
-                return event.body
-        if page.events:
-            after = page.events[-1].seq
-        else:
-            time.sleep(poll)
+    for event in events_after(ingress, address, after, follow=True):
+        print_events((event,))
+        if isinstance(event.body, TurnEnded):
+            return event.body
+    raise AssertionError("a followed timeline never ends")
 
 
 def send_following(ingress: Ingress, address: str, text: str, spec: AgentSpec | None) -> int:
