@@ -79,7 +79,8 @@ def test_specs_publish_send_by_kind_approve_tail_and_list(
     assert "wrote: recorded from-cli" in out
 
     _, tail = cli("tail", address, capsys=capsys)
-    assert "approval_requested" not in tail  # rendered for people, not as tags
+    assert f"asks approval {request} for ledger" in tail
+    assert f"{request} approved by cli" in tail
     assert "turn 1 succeeded" in tail
     eventually(lambda: _in_catalog(stack, address), 30, "the projector to catch up")
     _, agents = cli("agents", "list", "clitenant", capsys=capsys)
