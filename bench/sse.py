@@ -39,6 +39,7 @@ from bench.rounds import reply_text as turn_reply
 from bench.stats import Spread, spread
 from bench.timeline import check_timeline, events_per_turn, read_timeline
 from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
+from services.contracts import ADD_KEY
 from services.executor.scripted import script
 from services.keys import new_key
 
@@ -167,7 +168,7 @@ def read_key(target: Target, gateway_url: str) -> str:
     the gateway accepts it (the projector has written it)."""
     plaintext, key = new_key(TENANT, "read", datetime.fromtimestamp(wall_clock(), UTC))
     with client(target) as ingress:
-        ingress.call(f"/Tenant/{TENANT}/add_key", msgspec.json.encode(key))
+        ingress.call(ADD_KEY, key, TENANT)
     auth = {"Authorization": f"Bearer {plaintext}"}
     deadline = time.perf_counter() + KEY_TIMEOUT
     with httpx.Client(base_url=gateway_url, headers=auth, timeout=10.0) as http:

@@ -7,16 +7,18 @@ from typing import Literal
 
 import msgspec
 
-from schemas.events import Event
+from schemas.events import AgentState, Event
 from schemas.spec import AgentSpec
 
 Scope = Literal["read", "write", "admin"]
 
 
 class EventBatch(msgspec.Struct, frozen=True):
-    """Events one agent appended in one step, in seq order."""
+    """Events one agent appended in one flush, in seq order."""
 
     events: tuple[Event, ...]
+    status: AgentState | None = None
+    """The agent's status once these events are recorded (None from older senders)."""
 
 
 class PublishedSpec(msgspec.Struct, frozen=True):

@@ -79,6 +79,10 @@ class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
     status: ToolStatus
     """`unknown`: the process died while the tool ran, and it is not run again."""
     content: str
+    started: float = 0
+    finished: float = 0
+    """Unix seconds the step began and ended, taken inside the journaled step (so a replay
+    gives the same): the times of the events around it."""
 
 
 class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
@@ -107,6 +111,28 @@ class PendingApproval(msgspec.Struct, frozen=True):
     note: str = ""
 
 
+class Running(msgspec.Struct, frozen=True, tag="running"):
+    """The turn's rounds are in progress (or about to be resumed)."""
+
+
+class AwaitingChildren(msgspec.Struct, frozen=True, tag="awaiting_children"):
+    """The model called `wait`: the turn goes on when every pending child has reported."""
+
+
+class AwaitingApproval(msgspec.Struct, frozen=True, tag="awaiting_approval"):
+    """A call waits for a person's answer; the rest of its round waits behind it."""
+
+    approval: PendingApproval
+    remaining: tuple[ToolCall, ...] = ()
+    """Calls of the round that come after the one waiting for approval."""
+    parked: bool = False
+    """It waited longer than the spec's approval timeout; it still resumes on an answer."""
+
+
+Phase = Running | AwaitingChildren | AwaitingApproval
+"""Where a turn stands between two wakes. One tagged value: a turn is in exactly one."""
+
+
 class TurnState(msgspec.Struct, frozen=True):
     """Everything a turn needs to continue in a later wake."""
 
@@ -116,16 +142,12 @@ class TurnState(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...]
     """This turn's messages, starting with the user's."""
     round: int = 0
+    phase: Phase = Running()
     pending: tuple[PendingChild, ...] = ()
+    """Children spawned by this turn that have not reported yet (whatever the phase)."""
     spawned: int = 0
-    waiting: bool = False
     parent: ParentRef | None = None
     depth: int = 0
-    approval: PendingApproval | None = None
-    remaining: tuple[ToolCall, ...] = ()
-    """Calls of the round that come after the one waiting for approval."""
-    parked: bool = False
-    """It waited longer than the spec's approval timeout; it still resumes on an answer."""
     active_seconds: float = 0
     """Time spent running in earlier wakes, for the wall-time budget."""
     usage: Usage = Usage()

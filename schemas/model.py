@@ -36,3 +36,7 @@ class ModelReply(msgspec.Struct, frozen=True):
     message: ChatMessage
     usage: Usage = Usage()
     finish_reason: FinishReason = "stop"
+    started: float = 0
+    finished: float = 0
+    """Unix seconds the step began and ended, taken inside the journaled step (so a replay
+    gives the same): the times of the events around it."""

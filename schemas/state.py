@@ -1,4 +1,11 @@
-"""What an agent keeps in its Restate object state between wakes."""
+"""What an agent keeps in its Restate object state between wakes.
+
+Three kinds of value, so that no write rewrites a growing value:
+- `AgentRecord`: small and bounded; read once at the start of a wake, written once at its
+  end;
+- `Chunk`: the events of one flush, written once and never rewritten;
+- `History`: the messages of finished turns.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ import msgspec
 
 from schemas.chat import ChatMessage
 from schemas.events import Event, Outcome
+from schemas.harness import TurnState
+from schemas.spec import AgentSpec
 from schemas.wake import Message
 
 
@@ -15,37 +24,10 @@ class History(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...] = ()
 
 
-class Queue(msgspec.Struct, frozen=True):
-    """Messages that arrived while a turn was in progress, in arrival order."""
-
-    messages: tuple[Message, ...] = ()
-
-
-class Summary(msgspec.Struct, frozen=True):
-    turns: int = 0
-    """Turns started so far; the next turn is `turns + 1`."""
-    last_outcome: Outcome | None = None
-    last_reply: str = ""
-
-
-class TimelineMeta(msgspec.Struct, frozen=True):
-    last_seq: int = 0
-
-
-class Segment(msgspec.Struct, frozen=True):
-    """A bounded slice of the timeline: events with seq in
-    (index * SEGMENT_SIZE, (index + 1) * SEGMENT_SIZE]."""
-
-    events: tuple[Event, ...] = ()
-
-
-SEGMENT_SIZE = 64
-
-
 class Ledger(msgspec.Struct, frozen=True):
     """Model tokens charged to the agent, per UTC day. A call's estimate is reserved before
-    it runs and replaced by what it used after; the state write and the call are in one
-    journal, so a crash between them neither loses nor doubles a charge."""
+    it runs and replaced by what it used after; the record that holds the ledger and the
+    call are in one journal, so a crash between them neither loses nor doubles a charge."""
 
     day: str = ""
     day_tokens: int = 0
@@ -53,7 +35,38 @@ class Ledger(msgspec.Struct, frozen=True):
     """Tokens reserved by the model call in flight (0 when none is)."""
 
 
-class Answered(msgspec.Struct, frozen=True):
-    """Recently answered approval requests, so a second answer gets a clear error."""
+class TimelineMark(msgspec.Struct, frozen=True):
+    """How far the timeline had got when the record was last written. Chunks a running
+    wake wrote since are found by reading on from `chunks`."""
 
-    requests: tuple[str, ...] = ()
+    last_seq: int = 0
+    chunks: int = 0
+    """Chunks written: keys `timeline.0` to `timeline.{chunks - 1}`."""
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """Events of one flush, in seq order, contiguous with the chunk before."""
+
+    events: tuple[Event, ...]
+
+
+KEEP_ANSWERED = 100
+"""Approval requests remembered as answered, so that a second answer gets a clear 409."""
+
+
+class AgentRecord(msgspec.Struct, frozen=True):
+    """The agent's bounded state: everything a wake decides on but the history."""
+
+    turns: int = 0
+    """Turns started so far; the next turn is `turns + 1`."""
+    last_outcome: Outcome | None = None
+    spec: AgentSpec | None = None
+    """The spec the agent's next turn runs with, unless its message names another."""
+    turn: TurnState | None = None
+    """The turn in progress, if any."""
+    queue: tuple[Message, ...] = ()
+    """Messages that arrived while a turn waited for its children, in arrival order."""
+    answered: tuple[str, ...] = ()
+    """The latest `KEEP_ANSWERED` approval requests that were answered or abandoned."""
+    ledger: Ledger = Ledger()
+    timeline: TimelineMark = TimelineMark()

@@ -18,6 +18,7 @@ from services.agent.object import agent_object
 from services.agent.observers import load_observers
 from services.executor.live import http_post
 from services.executor.registry import default_models
+from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.projection.projector import Projection, projector_service
@@ -28,12 +29,14 @@ from services.tools.registry import load_tools
 Services = list[restate.Service | restate.VirtualObject]
 
 
-def _control(services: Services, closers: list[Closer]) -> None:
+def _control(services: Services, closers: list[Closer], model: ModelRunner | None) -> None:
     config = settings()
     projection = Projection(config.home / "projection.db")
     services += [
         agent_object(
-            load_tools(config.home, config.tool_modules), load_observers(config.observer_modules)
+            load_tools(config.home, config.tool_modules),
+            load_observers(config.observer_modules),
+            model,
         ),
         tenant,
         projector_service(projection, config.ingress_url, config.admin_url),
@@ -41,7 +44,7 @@ def _control(services: Services, closers: list[Closer]) -> None:
     closers.append(projection.close)
 
 
-def _execution(services: Services, closers: list[Closer]) -> None:
+def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     config = settings()
     models = default_models(config, config.model_modules)
     live = None
@@ -49,16 +52,20 @@ def _execution(services: Services, closers: list[Closer]) -> None:
         client = httpx.AsyncClient()
         live = http_post(config.live_push_url, config.live_token, client)
         closers.append(client.aclose)
-    services.append(model_service(models, live))
-    closers.append(lambda: asyncio.to_thread(models.close))
+    runner = ModelRunner(models, live)
+    services.append(model_service(runner))
+    closers.append(lambda: asyncio.to_thread(runner.close))
+    return runner
 
 
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
+    """With both planes in one process, the agent runs model steps as local journaled
+    steps (no invocation of the `Model` service); the service is still served, for a
+    control plane deployed elsewhere."""
     services: Services = []
     closers: list[Closer] = []
+    runner = _execution(services, closers) if execution else None
     if control:
-        _control(services, closers)
-    if execution:
-        _execution(services, closers)
+        _control(services, closers, runner)
     restate_app: ASGIApp = restate.app(services)
     return with_shutdown(restate_app, closers)

@@ -1,8 +1,13 @@
-"""A small client for Restate ingress: wake agents and read their timelines."""
+"""The one client for Restate ingress, sync (`Ingress`) and async (`AsyncIngress`).
+
+Both take a handler declared in `services.contracts`, so a call's path, input and output
+types come from one place. The CLI, the gateway, rebuild, the tests and the benchmarks
+reach Restate through these.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import msgspec
@@ -10,34 +15,62 @@ import msgspec
 from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
 from schemas.spec import AgentSpec
 from schemas.wake import Message, Wake, WakeEnvelope
+from services.contracts import STATUS, STOP, TIMELINE, WAKE, Empty, Handler
+
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 
 class IngressError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """Restate (or the handler) answered with an error status.
+
+    `from_handler` is False when ingress itself refused (e.g. an unknown service)."""
+
+    def __init__(self, status: int, message: str, *, from_handler: bool = True) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.from_handler = from_handler
 
 
 class Ingress:
-    def __init__(self, url: str, *, timeout: float = 600.0) -> None:
-        self._http = httpx.Client(base_url=url, timeout=timeout)
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport)
 
     def close(self) -> None:
         self._http.close()
 
+    def call(self, handler: Handler[In, Out], value: In, key: str | None = None) -> Out:
+        """Call and wait for the handler's answer."""
+        raw = self._post(handler.path(key), handler.encode(value), None)
+        return handler.decode(raw)
+
+    def send(
+        self,
+        handler: Handler[In, Out],
+        value: In,
+        key: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """One-way: returns the invocation id as soon as Restate has the request."""
+        raw = self._post(f"{handler.path(key)}/send", handler.encode(value), idempotency_key)
+        return invocation_id(raw)
+
     def wake(self, address: str, wake: Wake, idempotency_key: str | None = None) -> WakeResult:
         """Wake the agent and wait until the wake's work is done."""
-        body = msgspec.json.encode(WakeEnvelope(wake))
-        raw = self._post(f"/Agent/{address}/wake", body, idempotency_key)
-        return msgspec.json.decode(raw, type=WakeResult)
+        raw = self._post(WAKE.path(address), WAKE.encode(WakeEnvelope(wake)), idempotency_key)
+        return WAKE.decode(raw)
 
-    def send(self, address: str, wake: Wake, idempotency_key: str | None = None) -> str:
+    def send_wake(self, address: str, wake: Wake, idempotency_key: str | None = None) -> str:
         """Wake the agent without waiting; returns the invocation id."""
-        body = msgspec.json.encode(WakeEnvelope(wake))
-        raw = self._post(f"/Agent/{address}/wake/send", body, idempotency_key)
-        answer: dict[str, Any] = msgspec.json.decode(raw)
-        return str(answer["invocationId"])
+        return self.send(WAKE, WakeEnvelope(wake), address, idempotency_key)
 
     def message(
         self, address: str, text: str, spec: AgentSpec | None = None, key: str | None = None
@@ -45,34 +78,94 @@ class Ingress:
         return self.wake(address, Message(text, spec=spec), key)
 
     def stop(self, address: str) -> StopAnswer:
-        raw = self._post(f"/Agent/{address}/stop", b"", None)
-        return msgspec.json.decode(raw, type=StopAnswer)
+        return self.call(STOP, Empty(), address)
 
     def status(self, address: str) -> AgentStatus:
-        raw = self._post(f"/Agent/{address}/status", b"", None)
-        return msgspec.json.decode(raw, type=AgentStatus)
+        return self.call(STATUS, Empty(), address)
 
     def timeline(self, address: str, after_seq: int = 0, limit: int = 100) -> TimelinePage:
-        body = msgspec.json.encode(TimelineQuery(after_seq, limit))
-        raw = self._post(f"/Agent/{address}/timeline", body, None)
-        return msgspec.json.decode(raw, type=TimelinePage)
-
-    def call(self, path: str, body: bytes = b"") -> bytes:
-        """Any handler, by path: `/Service/key/handler`."""
-        return self._post(path, body, None)
+        return self.call(TIMELINE, TimelineQuery(after_seq, limit), address)
 
     def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
-        headers = {"content-type": "application/json"} if body else {}
-        if idempotency_key:
-            headers["idempotency-key"] = idempotency_key
-        response = self._http.post(path, content=body, headers=headers)
+        response = self._http.post(path, content=body, headers=headers(body, idempotency_key))
         if response.status_code >= 400:
-            raise IngressError(response.status_code, _message(response))
+            raise error_of(response)
         return response.content
 
 
-def _message(response: httpx.Response) -> str:
+class AsyncIngress:
+    """The HTTP client is made on first use, on the event loop that serves requests."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self._timeout = timeout
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.url, transport=self._transport, timeout=self._timeout
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def call(self, handler: Handler[In, Out], value: In, key: str | None = None) -> Out:
+        raw = await self._post(handler.path(key), handler.encode(value), None)
+        return handler.decode(raw)
+
+    async def send(
+        self,
+        handler: Handler[In, Out],
+        value: In,
+        key: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        raw = await self._post(f"{handler.path(key)}/send", handler.encode(value), idempotency_key)
+        return invocation_id(raw)
+
+    async def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
+        response = await self.http.post(path, content=body, headers=headers(body, idempotency_key))
+        if response.status_code >= 400:
+            raise error_of(response)
+        return response.content
+
+
+def headers(body: bytes, idempotency_key: str | None) -> dict[str, str]:
+    found = {"content-type": "application/json"} if body else {}
+    if idempotency_key:
+        found["idempotency-key"] = idempotency_key
+    return found
+
+
+def invocation_id(raw: bytes) -> str:
     try:
-        return str(response.json().get("message", response.text))
+        answer: Any = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        answer = None
+    if not isinstance(answer, dict) or "invocationId" not in answer:
+        raise IngressError(502, "Restate answered a send without an invocation id")
+    return str(answer["invocationId"])
+
+
+def error_of(response: httpx.Response) -> IngressError:
+    try:
+        answer: Any = response.json()
     except ValueError:
-        return response.text
+        answer = None
+    if not isinstance(answer, dict):
+        answer = {}
+    message = str(answer.get("message") or response.text or response.reason_phrase)
+    from_handler = answer.get("source") != "ingress"
+    return IngressError(response.status_code, message, from_handler=from_handler)

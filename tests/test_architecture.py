@@ -40,6 +40,34 @@ def test_only_the_agent_and_executor_touch_the_restate_context(package: str) -> 
     assert not {m for m in imports_of(package) if m.split(".")[0] == "restate"}
 
 
+@pytest.mark.parametrize("module", ["machine", "pipeline"])
+def test_what_a_wake_decides_is_pure(module: str) -> None:
+    """The wake's state machine and the policy checks: no Restate, no I/O."""
+    tree = ast.parse((ROOT / "services" / "agent" / f"{module}.py").read_text())
+    names = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {n for n in names if n.split(".")[0] in ("restate", "httpx", "asyncio", "time")}
+
+
+def test_handlers_are_called_by_contract_not_by_string() -> None:
+    """Every Restate handler called by name goes through `services.contracts`."""
+    offenders = [
+        path.relative_to(ROOT).as_posix()
+        for package in ("services", "bench")
+        for path in (ROOT / package).rglob("*.py")
+        if "generic_call(" in path.read_text()
+        or "generic_send(" in path.read_text()
+        or '"/Agent/' in path.read_text()
+        or 'f"/Tenant/' in path.read_text()
+    ]
+    assert offenders == ["services/durable.py"]
+
+
 def test_the_agent_reaches_the_execution_plane_only_through_restate() -> None:
     assert not {m for m in imports_of("services/agent") if m.startswith("services.executor")}
 

@@ -17,84 +17,82 @@ from schemas.events import (
     TimelineQuery,
     WakeResult,
 )
-from schemas.harness import TurnState
-from schemas.state import Answered
-from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, WakeEnvelope
-from services.agent.control import ControlledWake
+from schemas.harness import AwaitingApproval
+from schemas.wake import Stop, WakeEnvelope
 from services.agent.observers import Observer
-from services.agent.state import ANSWERED, RUNNING, TURN, send_wake, status
-from services.agent.timeline import read_page
+from services.agent.rounds import LocalModel
+from services.agent.store import Reader
+from services.agent.wake import WakeDriver, status
+from services.contracts import AGENT, APPROVALS, STATUS, STOP, TIMELINE, WAKE
+from services.durable import send
 from services.tools.registry import ToolRegistry
 
-STEP_TIMEOUT = timedelta(minutes=10)
-"""Above the slowest tool step; a wake waiting on a model call suspends instead."""
+STEP_TIMEOUT = timedelta(minutes=15)
+"""Above the slowest tool step and the slowest local model step on a CPU."""
 
 
 def agent_object(
-    tools: ToolRegistry, observers: list[Observer] | None = None
+    tools: ToolRegistry,
+    observers: list[Observer] | None = None,
+    model: LocalModel | None = None,
 ) -> restate.VirtualObject:
+    """`model`, when given, runs model steps in this process as local journaled steps;
+    without it they are durable calls to the `Model` service."""
     agent = restate.VirtualObject(
-        "Agent",
+        AGENT,
         description="An AI agent: handles one wake at a time and records a timeline.",
         inactivity_timeout=STEP_TIMEOUT,
         abort_timeout=timedelta(minutes=1),
         state_preload=False,
     )
 
-    @agent.handler(input_serde=restate.serde.BytesSerde())
+    @agent.handler(name=WAKE.name, input_serde=restate.serde.BytesSerde())
     async def wake(ctx: restate.ObjectContext, raw: bytes) -> WakeResult:
         address = _address(ctx.key())
         envelope = _decode(raw)
-        return await _dispatch(ControlledWake(ctx, address, tools, observers or []), envelope)
+        driver = WakeDriver(ctx, address, tools, observers or [], model)
+        return await driver.run(envelope.wake)
 
-    @agent.handler(kind="shared")
+    @agent.handler(name=STOP.name, kind="shared")
     async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
         address = _address(ctx.key())
-        running = await ctx.get(RUNNING, type_hint=str)
+        reader = Reader(ctx)
+        running = await reader.running()
         if running:
             ctx.cancel_invocation(running)
-            return StopAnswer(True, f"Stopping the turn {address} is running.")
-        if await ctx.get(TURN, type_hint=TurnState) is not None:
-            send_wake(ctx, address, Stop())
-            return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
+            return StopAnswer(True, f"Stopping the running turn of {address}.")
+        if (await reader.record()).turn is not None:
+            send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
+            return StopAnswer(True, f"Stopping the waiting turn of {address}.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
-    @agent.handler(kind="shared")
+    @agent.handler(name=APPROVALS.name, kind="shared")
     async def approvals(ctx: restate.ObjectSharedContext) -> Approvals:
         _address(ctx.key())
-        turn = await ctx.get(TURN, type_hint=TurnState)
-        answered = await ctx.get(ANSWERED, type_hint=Answered) or Answered()
-        pending = turn.approval.request_id if turn and turn.approval else None
-        return Approvals(pending, answered.requests)
+        record = await Reader(ctx).record()
+        phase = record.turn.phase if record.turn is not None else None
+        pending = phase.approval.request_id if isinstance(phase, AwaitingApproval) else None
+        return Approvals(pending, record.answered)
 
-    @agent.handler(kind="shared", name="status")
+    @agent.handler(name=STATUS.name, kind="shared")
     async def get_status(ctx: restate.ObjectSharedContext) -> AgentStatus:
-        return await status(ctx, _address(ctx.key()))
+        address = _address(ctx.key())
+        reader = Reader(ctx)
+        record = await reader.record()
+        mark = await reader.mark(record)
+        return status(address, record, mark, running=bool(await reader.running()))
 
-    @agent.handler(kind="shared")
+    @agent.handler(name=TIMELINE.name, kind="shared")
     async def timeline(ctx: restate.ObjectSharedContext, query: TimelineQuery) -> TimelinePage:
         _address(ctx.key())
         if query.after_seq < 0 or query.limit < 1:
             raise restate.TerminalError(
                 "after_seq must be 0 or more and limit 1 or more", status_code=400
             )
-        return await read_page(ctx, query.after_seq, query.limit)
+        events, last_seq = await Reader(ctx).page(query.after_seq, query.limit)
+        return TimelinePage(events=events, last_seq=last_seq)
 
     return agent
-
-
-async def _dispatch(session: ControlledWake, envelope: WakeEnvelope) -> WakeResult:
-    match envelope.wake:
-        case Message() as message:
-            return await session.on_message(message)
-        case ChildFinished() as report:
-            return await session.on_child(report)
-        case Approval() as answer:
-            return await session.on_approval(answer)
-        case Timer() as timer:
-            return await session.on_timer(timer)
-        case Stop() as stop:
-            return await session.on_stop(stop)
 
 
 def _address(key: str) -> str:

@@ -7,6 +7,8 @@
    refuses them); here a call's arguments are checked against the tool's JSON Schema.
    Results are capped by the tool registry.
 3. observers: told about every recorded event, by the timeline (`observers.py`).
+
+Pure: the driver hands in the journaled time and the ledger, and keeps what comes back.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from datetime import UTC, datetime
 
 import jsonschema
 import msgspec
-import restate
 
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import TurnState
 from schemas.model import ModelRequest, Usage
+from schemas.spec import Limits
 from schemas.state import Ledger
-from services.agent.state import LEDGER
 
 
 class BudgetExceededError(Exception):
@@ -40,50 +41,43 @@ def estimate(request: ModelRequest) -> int:
     return sum(len(m.content) for m in request.messages) // 3 + request.max_tokens
 
 
-class Pipeline:
-    def __init__(
-        self,
-        ctx: restate.ObjectContext,
-        tools: Sequence[ToolDefinition],
-        wake_started: float,
-    ) -> None:
-        self._ctx = ctx
-        self._tools = {tool.name: tool for tool in tools}
-        self._wake_started = wake_started
+def needs_clock(limits: Limits) -> bool:
+    """Whether a gate reads the time: only then does the driver pay for a clock read."""
+    return bool(limits.max_turn_seconds or limits.max_daily_tokens)
 
-    async def before_model(self, turn: TurnState, request: ModelRequest) -> None:
+
+class Pipeline:
+    def __init__(self, tools: Sequence[ToolDefinition]) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    def before_model(
+        self, turn: TurnState, ledger: Ledger, request: ModelRequest, now: float, spent: float
+    ) -> Ledger:
         """Check every budget and reserve the call's estimate; raises BudgetExceededError.
 
-        The clock is read (a journaled step) only for a limit that needs it."""
+        `now` is the journaled time and `spent` the turn's running seconds (both only
+        read when a limit needs them)."""
         limits = turn.spec.limits
-        await self._check_time(turn)
+        check_time(turn, spent)
         used = total(turn.usage)
         if limits.max_turn_tokens and used >= limits.max_turn_tokens:
             raise BudgetExceededError(
                 f"The turn reached its limit of {limits.max_turn_tokens} model tokens "
                 f"(it used {used})."
             )
-        ledger = await self._ledger()
         if limits.max_daily_tokens:
-            ledger = _today(ledger, await self._ctx.time())
+            ledger = _today(ledger, now)
             if ledger.day_tokens >= limits.max_daily_tokens:
                 raise BudgetExceededError(
                     f"The agent reached its limit of {limits.max_daily_tokens} model tokens "
                     f"for {ledger.day} (UTC)."
                 )
-        self._ctx.set(LEDGER, msgspec.structs.replace(ledger, reserved=estimate(request)))
+        return msgspec.structs.replace(ledger, reserved=estimate(request))
 
-    async def after_model(self, usage: Usage, at: float) -> None:
-        """Replace the reservation by what the call used, on the day of `at` (the time
-        the call was recorded)."""
-        ledger = _today(await self._ledger(), at)
-        charged = ledger.day_tokens + total(usage)
-        self._ctx.set(LEDGER, msgspec.structs.replace(ledger, day_tokens=charged, reserved=0))
-
-    async def before_tool(self, turn: TurnState, call: ToolCall) -> str | None:
+    def before_tool(self, turn: TurnState, call: ToolCall, spent: float) -> str | None:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
-        await self._check_time(turn)
+        check_time(turn, spent)
         tool = self._tools.get(call.name)
         if tool is None:
             return None
@@ -94,23 +88,20 @@ class Pipeline:
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
         return f"The arguments of {call.name} are not valid: {where}: {error.message}."
 
-    async def _check_time(self, turn: TurnState) -> None:
-        limit = turn.spec.limits.max_turn_seconds
-        if not limit:
-            return
-        spent = turn.active_seconds + (await self._ctx.time() - self._wake_started)
-        if spent > limit:
-            raise BudgetExceededError(
-                f"The turn reached its limit of {limit:g} seconds of running time."
-            )
 
-    async def _ledger(self) -> Ledger:
-        try:
-            return await self._ctx.get(LEDGER, type_hint=Ledger) or Ledger()
-        except (msgspec.DecodeError, TypeError, ValueError) as error:
-            raise BudgetExceededError(
-                "The budget ledger could not be read, so no model call is made."
-            ) from error
+def after_model(ledger: Ledger, usage: Usage, at: float) -> Ledger:
+    """Replace the reservation by what the call used, on the day of `at` (the time the
+    call finished)."""
+    ledger = _today(ledger, at)
+    return msgspec.structs.replace(ledger, day_tokens=ledger.day_tokens + total(usage), reserved=0)
+
+
+def check_time(turn: TurnState, spent: float) -> None:
+    limit = turn.spec.limits.max_turn_seconds
+    if limit and spent > limit:
+        raise BudgetExceededError(
+            f"The turn reached its limit of {limit:g} seconds of running time."
+        )
 
 
 @functools.cache

@@ -1,90 +1,88 @@
-"""The agent's timeline in object state, stored as bounded segments."""
+"""The timeline as a wake writes it: events buffered, then flushed as one chunk.
+
+An event gets its seq when it is added and its time from the journaled step it belongs
+to (`stamp`): events before a step take the step's start, events after it its end. A
+flush writes the buffered events as one new chunk (each event is written once) and sends
+them to the projector in one batch. Only an event that no step timed (a wake that runs
+no step) costs a journaled clock read, once per flush.
+
+Every event is flushed before the wake returns; a crash before that replays the wake,
+which adds the same events with the same seqs and times again.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import msgspec
 import restate
 
 from schemas.catalog import EventBatch
-from schemas.events import Event, EventBody, TimelinePage
-from schemas.state import SEGMENT_SIZE, Segment, TimelineMeta
+from schemas.events import AgentState, Event, EventBody
+from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify
-
-META = "timeline"
-PROJECTOR = "Projector"
-MAX_PAGE = 500
-
-
-def segment_key(index: int) -> str:
-    return f"timeline.{index}"
+from services.agent.store import Store
+from services.contracts import PROJECT_EVENTS
+from services.durable import send
 
 
-def segment_index(seq: int) -> int:
-    return (seq - 1) // SEGMENT_SIZE
+@dataclass
+class _Pending:
+    seq: int
+    turn: int
+    round: int
+    body: EventBody
+    at: float | None
 
 
 class Timeline:
-    """Appends events with contiguous seq numbers. Only the agent's exclusive handler
-    writes here."""
-
     def __init__(
-        self, ctx: restate.ObjectContext, address: str, observers: Sequence[Observer] = ()
+        self,
+        ctx: restate.ObjectContext,
+        store: Store,
+        address: str,
+        mark: TimelineMark,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self._ctx = ctx
+        self._store = store
         self._address = address
+        self.mark = mark
         self._observers = observers
-        self._meta: TimelineMeta | None = None
-        self._segment: tuple[int, Segment] | None = None
+        self._buffer: list[_Pending] = []
+        self._seq = mark.last_seq
 
-    async def last_seq(self) -> int:
-        if self._meta is None:
-            self._meta = await self._ctx.get(META, type_hint=TimelineMeta) or TimelineMeta()
-        return self._meta.last_seq
-
-    async def append(self, turn: int, round_: int, *bodies: EventBody) -> list[Event]:
-        seq = await self.last_seq()
-        at = datetime.fromtimestamp(await self._ctx.time(), UTC)
-        events = []
+    def add(self, turn: int, round_: int, *bodies: EventBody, at: float | None = None) -> None:
         for body in bodies:
-            seq += 1
-            event = Event(self._address, seq, turn, round_, at, body)
-            await self._store(event)
-            events.append(event)
-        self._meta = TimelineMeta(seq)
-        self._ctx.set(META, self._meta)
-        batch = msgspec.json.encode(EventBatch(tuple(events)))
-        self._ctx.generic_send(PROJECTOR, "events", batch, key=self._address)
+            self._seq += 1
+            self._buffer.append(_Pending(self._seq, turn, round_, body, at))
+
+    def stamp(self, at: float) -> None:
+        """Give events that have no time yet this one (the start of the next step)."""
+        for pending in self._buffer:
+            if pending.at is None:
+                pending.at = at
+
+    async def flush(self, status: AgentState, clock: Callable[[], Awaitable[float]]) -> None:
+        """Write the buffered events as one chunk and send them to the projector."""
+        if not self._buffer:
+            return
+        if any(pending.at is None for pending in self._buffer):
+            self.stamp(await clock())
+        events = tuple(
+            Event(
+                self._address,
+                p.seq,
+                p.turn,
+                p.round,
+                datetime.fromtimestamp(p.at or 0, UTC),
+                p.body,
+            )
+            for p in self._buffer
+        )
+        self._buffer.clear()
+        self._store.write_chunk(self.mark.chunks, Chunk(events))
+        self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
+        send(self._ctx, PROJECT_EVENTS, EventBatch(events, status), key=self._address)
         notify(self._observers, events)
-        return events
-
-    async def _store(self, event: Event) -> None:
-        index = segment_index(event.seq)
-        if self._segment is None or self._segment[0] != index:
-            stored = await self._ctx.get(segment_key(index), type_hint=Segment)
-            self._segment = (index, stored or Segment())
-        segment = Segment((*self._segment[1].events, event))
-        self._segment = (index, segment)
-        self._ctx.set(segment_key(index), segment)
-
-
-async def last_seq_of(ctx: restate.ObjectSharedContext | restate.ObjectContext) -> int:
-    meta = await ctx.get(META, type_hint=TimelineMeta) or TimelineMeta()
-    return meta.last_seq
-
-
-async def read_page(ctx: restate.ObjectSharedContext, after_seq: int, limit: int) -> TimelinePage:
-    meta = await ctx.get(META, type_hint=TimelineMeta) or TimelineMeta()
-    wanted = min(limit, MAX_PAGE, max(meta.last_seq - after_seq, 0))
-    events: list[Event] = []
-    seq = after_seq + 1
-    while len(events) < wanted:
-        segment = await ctx.get(segment_key(segment_index(seq)), type_hint=Segment) or Segment()
-        fresh = [e for e in segment.events if e.seq >= seq][: wanted - len(events)]
-        if not fresh:
-            break
-        events.extend(fresh)
-        seq = fresh[-1].seq + 1
-    return TimelinePage(events=tuple(events), last_seq=meta.last_seq)

@@ -6,9 +6,17 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-import msgspec
-
-from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, RebuildReport, Scope, SpecVersions
+from schemas.catalog import ApiKey, KeyRef, Scope
+from services.contracts import (
+    ADD_KEY,
+    KEYS,
+    PUBLISH,
+    REBUILD,
+    REBUILD_KEY,
+    REVOKE_KEY,
+    SPECS,
+    Empty,
+)
 from services.ingress import Ingress
 from services.keys import new_key
 from services.projection.store import ProjectionStore
@@ -18,13 +26,13 @@ from services.specs import load_spec
 
 def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
     plaintext, key = new_key(tenant, scope, datetime.now(UTC))
-    ingress.call(f"/Tenant/{tenant}/add_key", msgspec.json.encode(key))
+    ingress.call(ADD_KEY, key, tenant)
     print(f"Created {scope} key {key.id} for tenant {tenant}. It is shown this once:")
     print(plaintext)
 
 
 def keys_list(ingress: Ingress, tenant: str) -> None:
-    keys = msgspec.json.decode(ingress.call(f"/Tenant/{tenant}/keys"), type=Keys).keys
+    keys = ingress.call(KEYS, Empty(), tenant).keys
     if not keys:
         print(f"Tenant {tenant} has no keys.")
     for key in keys:
@@ -32,8 +40,7 @@ def keys_list(ingress: Ingress, tenant: str) -> None:
 
 
 def keys_revoke(ingress: Ingress, tenant: str, key_id: str) -> None:
-    raw = ingress.call(f"/Tenant/{tenant}/revoke_key", msgspec.json.encode(KeyRef(key_id)))
-    print(f"Revoked: {_key_line(msgspec.json.decode(raw, type=ApiKey))}")
+    print(f"Revoked: {_key_line(ingress.call(REVOKE_KEY, KeyRef(key_id), tenant))}")
 
 
 def _key_line(key: ApiKey) -> str:
@@ -43,14 +50,12 @@ def _key_line(key: ApiKey) -> str:
 
 def specs_publish(ingress: Ingress, tenant: str, path: Path) -> None:
     spec = load_spec(path)
-    raw = ingress.call(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec))
-    published = msgspec.json.decode(raw, type=PublishedSpec)
+    published = ingress.call(PUBLISH, spec, tenant)
     print(f"Published {published.spec.kind} version {published.spec.version} for {tenant}.")
 
 
 def specs_list(ingress: Ingress, tenant: str) -> None:
-    raw = ingress.call(f"/Tenant/{tenant}/specs")
-    versions = msgspec.json.decode(raw, type=SpecVersions).versions
+    versions = ingress.call(SPECS, Empty(), tenant).versions
     if not versions:
         print(f"Tenant {tenant} has published no specs.")
     for published in versions:
@@ -80,7 +85,7 @@ def agents_list(settings: Settings, tenant: str, kind: str | None, status: str |
 
 def projections_rebuild(ingress: Ingress) -> None:
     print("Rebuilding the projections from every agent's timeline and every tenant...")
-    report = msgspec.json.decode(ingress.call("/Projector/all/rebuild"), type=RebuildReport)
+    report = ingress.call(REBUILD, Empty(), REBUILD_KEY)
     print(
         f"Rebuilt: {report.agents} agents, {report.events} events, "
         f"{report.specs} spec versions, {report.keys} keys."

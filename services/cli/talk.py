@@ -6,12 +6,11 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 
-import msgspec
-
-from schemas.events import Approvals, Event, TurnEnded
+from schemas.events import Event, TurnEnded
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message
 from services.cli.render import describe
+from services.contracts import APPROVALS, Empty
 from services.ingress import Ingress
 
 
@@ -36,7 +35,7 @@ def send(ingress: Ingress, address: str, text: str, spec: AgentSpec | None, *, s
 
 
 def _waiting(ingress: Ingress, address: str) -> str:
-    pending = msgspec.json.decode(ingress.call(f"/Agent/{address}/approvals"), type=Approvals)
+    pending = ingress.call(APPROVALS, Empty(), address)
     if pending.pending:
         return (
             f"The turn waits for approval {pending.pending}: "
@@ -102,7 +101,7 @@ def follow_turn(ingress: Ingress, address: str, after: int) -> TurnEnded:
 def send_following(ingress: Ingress, address: str, text: str, spec: AgentSpec | None) -> int:
     """Send one-way and print the turn live as it happens."""
     before = ingress.status(address).last_seq
-    ingress.send(address, Message(text, spec=spec))
+    ingress.send_wake(address, Message(text, spec=spec))
     ended = follow_turn(ingress, address, before)
     if ended.outcome == "succeeded":
         print(ended.reply)

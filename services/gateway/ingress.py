@@ -1,18 +1,25 @@
-"""The gateway's async client for Restate ingress: the only way it reaches agents and
-tenants. It sends messages one-way and publishes specs; it never writes state itself."""
+"""The gateway's view of Restate ingress: the only way it reaches agents and tenants. It
+sends messages one-way and publishes specs; it never writes state itself. Calls go through
+the shared client and the handlers declared in `services.contracts`; errors become the
+gateway's `ApiError`s.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import httpx
 import msgspec
 
-from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
+from schemas.catalog import PublishedSpec, SpecQuery
 from schemas.events import Approvals, StopAnswer
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
+from services.contracts import APPROVALS, LATEST_SPEC, PUBLISH, STOP, WAKE, Empty
 from services.gateway.errors import ApiError
+from services.ingress import AsyncIngress as Client
+from services.ingress import IngressError
 
 T = TypeVar("T")
 
@@ -23,106 +30,60 @@ class IngressUnavailableError(ApiError):
 
 
 class AsyncIngress:
-    """The HTTP client is made on first use, on the event loop that serves requests."""
-
     def __init__(
         self, url: str, transport: httpx.AsyncBaseTransport | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url
-        self._transport = transport
-        self._timeout = timeout
-        self._client: httpx.AsyncClient | None = None
-
-    @property
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                base_url=self.url, transport=self._transport, timeout=self._timeout
-            )
-        return self._client
+        self._client = Client(url, timeout=timeout, transport=transport)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._client.close()
 
     async def send_message(
         self, address: str, text: str, kind: str | None, idempotency_key: str | None
     ) -> str:
         """One-way: returns the invocation id as soon as Restate has the message."""
-        body = msgspec.json.encode(WakeEnvelope(Message(text, kind=kind)))
-        raw = await self._post(f"/Agent/{address}/wake/send", body, idempotency_key)
-        return _invocation_id(raw)
+        envelope = WakeEnvelope(Message(text, kind=kind))
+        return await _answer(self._client.send(WAKE, envelope, address, idempotency_key))
 
     async def approvals(self, address: str) -> Approvals:
-        return _decode(await self._post(f"/Agent/{address}/approvals", b"", None), Approvals)
+        return await _answer(self._client.call(APPROVALS, Empty(), address))
 
     async def answer(self, address: str, answer: Approval) -> str:
         """One-way, keyed by the request: answering twice sends one answer."""
-        body = msgspec.json.encode(WakeEnvelope(answer))
         key = f"approval {answer.request_id}"
-        raw = await self._post(f"/Agent/{address}/wake/send", body, key)
-        return _invocation_id(raw)
+        return await _answer(self._client.send(WAKE, WakeEnvelope(answer), address, key))
 
     async def stop(self, address: str) -> StopAnswer:
-        return _decode(await self._post(f"/Agent/{address}/stop", b"", None), StopAnswer)
+        return await _answer(self._client.call(STOP, Empty(), address))
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
-        raw = await self._post(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec), None)
-        return _decode(raw, PublishedSpec)
+        return await _answer(self._client.call(PUBLISH, spec, tenant))
 
     async def latest_spec(self, tenant: str, kind: str) -> AgentSpec | None:
         """The tenant object's own answer, for when the projection has not caught up."""
-        raw = await self._post(f"/Tenant/{tenant}/spec", msgspec.json.encode(SpecQuery(kind)), None)
-        return _decode(raw, SpecAnswer).spec
+        return (await _answer(self._client.call(LATEST_SPEC, SpecQuery(kind), tenant))).spec
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""
         try:
-            response = await self._http.get("/restate/health", timeout=3.0)
+            response = await self._client.http.get("/restate/health", timeout=3.0)
         except httpx.HTTPError as error:
             return f"not reachable at {self.url} ({error.__class__.__name__})"
         if response.status_code != httpx.codes.OK:
             return f"answered {response.status_code} to its health check"
         return "ok"
 
-    async def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
-        headers = {"content-type": "application/json"} if body else {}
-        if idempotency_key:
-            headers["idempotency-key"] = idempotency_key
-        try:
-            response = await self._http.post(path, content=body, headers=headers)
-        except httpx.HTTPError as error:
-            raise IngressUnavailableError(f"{error.__class__.__name__}: {error}") from error
-        if response.status_code >= 400:
-            raise _error(response)
-        return response.content
 
-
-def _invocation_id(raw: bytes) -> str:
-    answer: Any = msgspec.json.decode(raw)
-    if not isinstance(answer, dict) or "invocationId" not in answer:
-        raise IngressUnavailableError("it answered a send without an invocation id")
-    return str(answer["invocationId"])
-
-
-def _decode(raw: bytes, type_: type[T]) -> T:
-    try:
-        return msgspec.json.decode(raw, type=type_)
-    except msgspec.DecodeError as error:
-        raise IngressUnavailableError(f"it answered something unexpected: {error}") from error
-
-
-def _error(response: httpx.Response) -> ApiError:
+async def _answer(request: Awaitable[T]) -> T:
     """A handler's terminal 4xx is the client's to fix; anything else is ours."""
     try:
-        answer: Any = response.json()
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        answer = {}
-    message = str(answer.get("message") or response.text or response.reason_phrase)
-    from_handler = answer.get("source") != "ingress"
-    if 400 <= response.status_code < 500 and from_handler:
-        return ApiError(response.status_code, message)
-    return IngressUnavailableError(f"{response.status_code}: {message}")
+        return await request
+    except httpx.HTTPError as error:
+        raise IngressUnavailableError(f"{error.__class__.__name__}: {error}") from error
+    except msgspec.DecodeError as error:
+        raise IngressUnavailableError(f"it answered something unexpected: {error}") from error
+    except IngressError as error:
+        if 400 <= error.status < 500 and error.from_handler:
+            raise ApiError(error.status, error.message) from error
+        raise IngressUnavailableError(f"{error.status}: {error.message}") from error

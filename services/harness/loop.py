@@ -16,6 +16,8 @@ from schemas.address import child_address, parse_address
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.harness import (
     AskApproval,
+    AwaitingApproval,
+    AwaitingChildren,
     CallModel,
     CallTool,
     Command,
@@ -25,6 +27,7 @@ from schemas.harness import (
     Refuse,
     Reply,
     Result,
+    Running,
     Spawn,
     Spawned,
     ToolResult,
@@ -50,19 +53,24 @@ class TurnInput:
 
 
 def run_turn(given: TurnInput) -> Turn:
+    """Continue `given.turn` from its phase: a turn awaiting an answer goes on with the
+    answered call, one awaiting children with the next round once they all reported."""
     turn = given.turn
-    if turn.approval is not None:
-        if turn.approval.answer is None:
-            yield AskApproval(turn.approval.request_id, turn.approval.call)
+    match turn.phase:
+        case AwaitingApproval(approval=approval) if approval.answer is None:
+            yield AskApproval(approval.request_id, approval.call)
             return turn
-        turn, status = yield from _answered(given, turn)
-        if status != _GO_ON:
-            return turn
-    elif turn.waiting:
-        if turn.pending:
+        case AwaitingApproval():
+            turn, status = yield from _answered(given, turn)
+            if status != _GO_ON:
+                return turn
+        case AwaitingChildren() if turn.pending:
             yield Wait(tuple(child.address for child in turn.pending))
             return turn
-        turn = _resume(turn)
+        case AwaitingChildren():
+            turn = _resume(turn)
+        case Running():
+            pass
     return (yield from _rounds(given, turn))
 
 
@@ -93,10 +101,10 @@ def _answered(
     given: TurnInput, turn: TurnState
 ) -> Generator[Command, Result, tuple[TurnState, str]]:
     """Run (or refuse) the call a person answered, then the rest of its round's calls."""
-    approval = turn.approval
-    assert approval is not None
-    call, remaining = approval.call, turn.remaining
-    turn = msgspec.structs.replace(turn, approval=None, parked=False, remaining=())
+    phase = turn.phase
+    assert isinstance(phase, AwaitingApproval)
+    approval, call, remaining = phase.approval, phase.approval.call, phase.remaining
+    turn = msgspec.structs.replace(turn, phase=Running())
     if approval.answer:
         result = yield CallTool(call, _idempotency_key(given.address, turn, call))
         assert isinstance(result, ToolResult)
@@ -131,7 +139,7 @@ def _resume(turn: TurnState) -> TurnState:
         tool_call_id=wait_call.id if wait_call else None,
         content="Every helper has replied; their replies are above.",
     )
-    return msgspec.structs.replace(turn, waiting=False, messages=(*turn.messages, note))
+    return msgspec.structs.replace(turn, phase=Running(), messages=(*turn.messages, note))
 
 
 def _last_call(turn: TurnState, name: str) -> ToolCall | None:
@@ -160,7 +168,8 @@ def _run_calls(
             yield AskApproval(request_id, call)
             pending = PendingApproval(request_id, call)
             rest = calls[index + 1 :]
-            return msgspec.structs.replace(turn, approval=pending, remaining=rest), _PAUSED
+            phase = AwaitingApproval(pending, rest)
+            return msgspec.structs.replace(turn, phase=phase), _PAUSED
         elif call.name == WAIT:
             wait_asked = True
             if not turn.pending:
@@ -173,7 +182,7 @@ def _run_calls(
             turn = _append(turn, _tool_message(call, result.content))
     if wait_asked and turn.pending:
         yield Wait(tuple(child.address for child in turn.pending))
-        return msgspec.structs.replace(turn, waiting=True), _PAUSED
+        return msgspec.structs.replace(turn, phase=AwaitingChildren()), _PAUSED
     return turn, _GO_ON
 
 

@@ -15,6 +15,7 @@ from typing import TypeVar
 import restate
 
 from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
+from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
 
@@ -78,22 +79,22 @@ def projector_service(
     """Keyed by agent (events) or tenant (specs, keys): Restate delivers one key's sends
     in the order they were made, so one agent's batches are written in seq order."""
     projector = restate.VirtualObject(
-        "Projector", description="Writes the SQLite projections.", state_preload=False
+        PROJECTOR, description="Writes the SQLite projections.", state_preload=False
     )
 
-    @projector.handler()
+    @projector.handler(name=PROJECT_EVENTS.name)
     async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
         await projection.write(lambda store: store.record_events(batch.events))
 
-    @projector.handler()
+    @projector.handler(name=PROJECT_SPEC.name)
     async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:
         await projection.write(lambda store: store.record_spec(published))
 
-    @projector.handler()
+    @projector.handler(name=PROJECT_KEY.name)
     async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
         await projection.write(lambda store: store.record_key(key))
 
-    @projector.handler()
+    @projector.handler(name=REBUILD.name)
     async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:
         async def run() -> RebuildReport:
             return await projection.replace(

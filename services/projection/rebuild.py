@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import msgspec
 
-from schemas.catalog import Keys, RebuildReport, SpecVersions
-from schemas.events import TimelinePage, TimelineQuery
+from schemas.catalog import RebuildReport
+from schemas.events import TimelineQuery
+from services.contracts import AGENT, KEYS, SPECS, TENANT, TIMELINE, Empty
+from services.ingress import AsyncIngress
 from services.projection.store import ProjectionStore
 
 PAGE = 500
@@ -18,16 +19,20 @@ PAGE = 500
 async def rebuild_from_restate(
     store: ProjectionStore, ingress_url: str, admin_url: str
 ) -> RebuildReport:
-    async with httpx.AsyncClient(timeout=60) as http:
-        agents = await _keys_of(http, admin_url, "Agent")
-        tenants = await _keys_of(http, admin_url, "Tenant")
+    ingress = AsyncIngress(ingress_url, timeout=60)
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            agents = await _keys_of(http, admin_url, AGENT)
+            tenants = await _keys_of(http, admin_url, TENANT)
         events = 0
         for agent in agents:
-            events += await _copy_timeline(http, ingress_url, store, agent)
+            events += await _copy_timeline(ingress, store, agent)
         specs = keys = 0
         for tenant in tenants:
-            specs += await _copy_specs(http, ingress_url, store, tenant)
-            keys += await _copy_keys(http, ingress_url, store, tenant)
+            specs += await _copy_specs(ingress, store, tenant)
+            keys += await _copy_keys(ingress, store, tenant)
+    finally:
+        await ingress.close()
     return RebuildReport(agents=len(agents), events=events, specs=specs, keys=keys)
 
 
@@ -41,21 +46,10 @@ async def _keys_of(http: httpx.AsyncClient, admin_url: str, service: str) -> lis
     return sorted(str(row["service_key"]) for row in rows)
 
 
-async def _call(http: httpx.AsyncClient, url: str, body: bytes = b"") -> bytes:
-    headers = {"content-type": "application/json"} if body else {}
-    response = await http.post(url, content=body, headers=headers)
-    response.raise_for_status()
-    return response.content
-
-
-async def _copy_timeline(
-    http: httpx.AsyncClient, ingress_url: str, store: ProjectionStore, agent: str
-) -> int:
+async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: str) -> int:
     after = copied = 0
     while True:
-        body = msgspec.json.encode(TimelineQuery(after_seq=after, limit=PAGE))
-        raw = await _call(http, f"{ingress_url}/Agent/{agent}/timeline", body)
-        page = msgspec.json.decode(raw, type=TimelinePage)
+        page = await ingress.call(TIMELINE, TimelineQuery(after_seq=after, limit=PAGE), agent)
         if not page.events:
             return copied
         await store.record_events(page.events)
@@ -63,21 +57,15 @@ async def _copy_timeline(
         after = page.events[-1].seq
 
 
-async def _copy_specs(
-    http: httpx.AsyncClient, ingress_url: str, store: ProjectionStore, tenant: str
-) -> int:
-    raw = await _call(http, f"{ingress_url}/Tenant/{tenant}/specs")
-    versions = msgspec.json.decode(raw, type=SpecVersions).versions
+async def _copy_specs(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+    versions = (await ingress.call(SPECS, Empty(), tenant)).versions
     for published in versions:
         await store.record_spec(published)
     return len(versions)
 
 
-async def _copy_keys(
-    http: httpx.AsyncClient, ingress_url: str, store: ProjectionStore, tenant: str
-) -> int:
-    raw = await _call(http, f"{ingress_url}/Tenant/{tenant}/keys")
-    keys = msgspec.json.decode(raw, type=Keys).keys
+async def _copy_keys(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+    keys = (await ingress.call(KEYS, Empty(), tenant)).keys
     for key in keys:
         await store.record_key(key)
     return len(keys)

@@ -21,8 +21,19 @@ from schemas.catalog import (
     SpecVersions,
 )
 from schemas.spec import AgentSpec
+from services.contracts import (
+    ADD_KEY,
+    LATEST_SPEC,
+    PROJECT_KEY,
+    PROJECT_SPEC,
+    PUBLISH,
+    REVOKE_KEY,
+    SPECS,
+    TENANT,
+)
+from services.contracts import KEYS as KEYS_HANDLER
+from services.durable import send
 
-PROJECTOR = "Projector"
 KEYS = "keys"
 
 
@@ -31,28 +42,28 @@ def spec_key(kind: str) -> str:
 
 
 tenant = restate.VirtualObject(
-    "Tenant", description="Published agent specs and API keys of one tenant."
+    TENANT, description="Published agent specs and API keys of one tenant."
 )
 
 
-@tenant.handler()
+@tenant.handler(name=PUBLISH.name)
 async def publish(ctx: restate.ObjectContext, spec: AgentSpec) -> PublishedSpec:
     _check_kind(spec.kind)
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
     versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
     published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
     ctx.set(spec_key(spec.kind), SpecVersions((*stored.versions, published)))
-    ctx.generic_send(PROJECTOR, "spec", msgspec.json.encode(published), key=ctx.key())
+    send(ctx, PROJECT_SPEC, published, key=ctx.key())
     return published
 
 
-@tenant.handler(kind="shared")
+@tenant.handler(name=LATEST_SPEC.name, kind="shared")
 async def spec(ctx: restate.ObjectSharedContext, query: SpecQuery) -> SpecAnswer:
     stored = await ctx.get(spec_key(query.kind), type_hint=SpecVersions)
     return SpecAnswer(stored.versions[-1].spec if stored and stored.versions else None)
 
 
-@tenant.handler()
+@tenant.handler(name=ADD_KEY.name)
 async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
     if key.tenant != ctx.key():
         raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
@@ -60,11 +71,11 @@ async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
     if any(k.id == key.id for k in keys.keys):
         raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
     ctx.set(KEYS, Keys((*keys.keys, key)))
-    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(key), key=ctx.key())
+    send(ctx, PROJECT_KEY, key, key=ctx.key())
     return key
 
 
-@tenant.handler()
+@tenant.handler(name=REVOKE_KEY.name)
 async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
     keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
     found = [k for k in keys.keys if k.id == ref.id]
@@ -74,16 +85,16 @@ async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
     if revoked.revoked_at is None:
         revoked = msgspec.structs.replace(revoked, revoked_at=await _now(ctx))
         ctx.set(KEYS, Keys(tuple(revoked if k.id == ref.id else k for k in keys.keys)))
-    ctx.generic_send(PROJECTOR, "key", msgspec.json.encode(revoked), key=ctx.key())
+    send(ctx, PROJECT_KEY, revoked, key=ctx.key())
     return revoked
 
 
-@tenant.handler(kind="shared", name="keys")
+@tenant.handler(kind="shared", name=KEYS_HANDLER.name)
 async def list_keys(ctx: restate.ObjectSharedContext) -> Keys:
     return await ctx.get(KEYS, type_hint=Keys) or Keys()
 
 
-@tenant.handler(kind="shared", name="specs")
+@tenant.handler(kind="shared", name=SPECS.name)
 async def list_specs(ctx: restate.ObjectSharedContext) -> SpecVersions:
     versions: list[PublishedSpec] = []
     for name in sorted(await ctx.state_keys()):

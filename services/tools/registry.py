@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Iterable
 from pathlib import Path
+
+import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import ToolResult, ToolStatus
@@ -31,7 +34,15 @@ class ToolRegistry:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
 
     def run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
-        """Run one call. Never raises for the tool's own failures: they become results."""
+        """Run one call, stamped with when it ran (inside the journaled step, so a replay
+        reads the same times). Never raises for the tool's own failures: they become
+        results."""
+        started = time.time()  # noqa: TID251 - inside the journaled step
+        result = self._run(call, key, agent)
+        finished = time.time()  # noqa: TID251 - inside the journaled step
+        return msgspec.structs.replace(result, started=started, finished=finished)
+
+    def _run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:
             return _result(call, "error", f"No tool named {call.name!r} is installed.")

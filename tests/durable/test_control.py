@@ -144,7 +144,7 @@ def test_stop_ends_a_slow_model_round_within_seconds(stack: LiveStack, address: 
         {"calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]},
         {"sleep": 60, "reply": "never"},
     )
-    stack.ingress.send(address, Message(text, spec=spec))
+    stack.ingress.send_wake(address, Message(text, spec=spec))
     eventually(lambda: len(bodies(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
     ended = ended_within(stack, address, 3)
 
@@ -158,7 +158,7 @@ def test_stop_ends_a_slow_model_round_within_seconds(stack: LiveStack, address: 
 def test_stop_ends_a_turn_in_the_middle_of_a_slow_tool_step(stack: LiveStack, address: str) -> None:
     spec = msgspec.structs.replace(GUARDED, tools=("ledger",))
     text = script({"calls": [{"name": "ledger", "arguments": {"entry": "x", "seconds": 60}}]})
-    stack.ingress.send(address, Message(text, spec=spec))
+    stack.ingress.send_wake(address, Message(text, spec=spec))
     eventually(lambda: stack.ingress.status(address).state == "running" or None, 30, "a turn")
     eventually(lambda: len(stack.events(address)) >= 3 or None, 30, "the tool step")
     assert ended_within(stack, address, 3).outcome == "stopped"
@@ -244,7 +244,7 @@ def test_the_ledger_survives_sigkill_between_reservation_and_use(
         {"calls": [{"name": "calculator", "arguments": {"expression": "2*3"}}]},
         {"sleep": 3, "reply": "slow answer"},
     )
-    stack.ingress.send(address, Message(text, spec=spec))
+    stack.ingress.send_wake(address, Message(text, spec=spec))
     eventually(lambda: len(bodies(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
     stack.restart_endpoint(kill=True)
     stack.wait_for_turn_end(address, 1)

@@ -44,7 +44,7 @@ def test_sigkill_during_a_slow_tool_step_loses_nothing_and_repeats_nothing(
     stack: LiveStack, address: str
 ) -> None:
     text = ledger_calls(("before", 0), ("during", 30), ("after", 0))
-    stack.ingress.send(address, Message(text, spec=SPEC))
+    stack.ingress.send_wake(address, Message(text, spec=SPEC))
     eventually(
         lambda: "during" in lines_for(read(started_path(stack.home)), address) or None,
         60,
@@ -65,7 +65,7 @@ def test_sigkill_during_a_slow_tool_step_loses_nothing_and_repeats_nothing(
 
 def test_a_turn_survives_a_restart_of_restate_server(stack: LiveStack, address: str) -> None:
     text = script({"sleep": 3.0, "reply": "slept through it"})
-    stack.ingress.send(address, Message(text, spec=SPEC))
+    stack.ingress.send_wake(address, Message(text, spec=SPEC))
     eventually(lambda: stack.ingress.status(address).turn == 1 or None, 30, "the turn to start")
     stack.restate.stop()
     stack.restate.start()

@@ -62,7 +62,7 @@ def test_stop_during_a_long_generation_ends_the_turn_and_the_cpu_goes_idle(
         load_spec(EXAMPLE_SPEC), limits=Limits(max_tokens=1500, max_rounds=1)
     )
     story = "Write a very long story about a dragon and a lighthouse, in many chapters."
-    stack.ingress.send(address, Message(story, spec=spec))
+    stack.ingress.send_wake(address, Message(story, spec=spec))
     pgid = stack.endpoint.pid
     assert pgid is not None
     eventually(lambda: cpu_over(pgid, 0.5) > 0.4 or None, 30, "the model to be generating")

@@ -48,7 +48,7 @@ def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_p
         {"calls": [{"name": "calculator", "arguments": {"expression": "2+3"}}]},
         {"sleep": 3.0, "reply": "2+3 is {results}"},
     )
-    stack.ingress.send(address, Message(text, spec=SPEC))
+    stack.ingress.send_wake(address, Message(text, spec=SPEC))
     eventually(
         lambda: len(stack.events(address)) >= 4 or None, 30, "the second model call to start"
     )

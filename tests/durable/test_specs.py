@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
-from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
+from schemas.catalog import PublishedSpec, SpecQuery
 from schemas.events import TurnStarted
 from schemas.spec import AgentSpec
 from schemas.wake import Message
+from services.contracts import LATEST_SPEC, PUBLISH
 from services.executor.scripted import script
 from services.ingress import IngressError
 from tests.durable.conftest import LiveStack, eventually
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.durable
 
 
 def publish(stack: LiveStack, tenant: str, spec: AgentSpec) -> PublishedSpec:
-    raw = stack.ingress.call(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec))
-    return msgspec.json.decode(raw, type=PublishedSpec)
+    return stack.ingress.call(PUBLISH, spec, tenant)
 
 
 def test_each_publish_is_a_new_version_and_a_turn_keeps_the_one_it_started_with(
@@ -28,7 +27,7 @@ def test_each_publish_is_a_new_version_and_a_turn_keeps_the_one_it_started_with(
     first = publish(stack, tenant, AgentSpec("writer", "Version one.", model="script"))
     assert first.spec.version == 1
     slow = script({"sleep": 2.0, "reply": "done slowly"})
-    stack.ingress.send(address, Message(slow, kind="writer"))
+    stack.ingress.send_wake(address, Message(slow, kind="writer"))
     eventually(lambda: stack.ingress.status(address).state == "running" or None, 30, "turn 1")
 
     second = publish(stack, tenant, AgentSpec("writer", "Version two.", model="script"))
@@ -39,8 +38,7 @@ def test_each_publish_is_a_new_version_and_a_turn_keeps_the_one_it_started_with(
     started = [e.body for e in stack.events(address) if isinstance(e.body, TurnStarted)]
     assert [(s.spec_kind, s.spec_version) for s in started] == [("writer", 1), ("writer", 2)]
     assert later.reply == "You said: and now?"
-    raw = stack.ingress.call(f"/Tenant/{tenant}/spec", msgspec.json.encode(SpecQuery("writer")))
-    latest = msgspec.json.decode(raw, type=SpecAnswer).spec
+    latest = stack.ingress.call(LATEST_SPEC, SpecQuery("writer"), tenant).spec
     assert latest is not None
     assert latest.instructions == "Version two."
 

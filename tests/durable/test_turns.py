@@ -75,8 +75,8 @@ def test_two_messages_sent_at_once_run_one_after_the_other_in_arrival_order(
 ) -> None:
     stack.ingress.message(address, "first contact", SPEC)
     slow = script({"sleep": 1.0, "reply": "slow done"})
-    stack.ingress.send(address, Message(slow))
-    stack.ingress.send(address, Message("quick"))
+    stack.ingress.send_wake(address, Message(slow))
+    stack.ingress.send_wake(address, Message("quick"))
     stack.wait_for_turn_end(address, 3)
 
     events = stack.events(address)

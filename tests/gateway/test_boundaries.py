@@ -17,6 +17,8 @@ ALLOWED = (
     "services.keys",
     "services.settings",
     "services.projection.store",
+    "services.contracts",
+    "services.ingress",
 )
 
 
@@ -33,6 +35,15 @@ def our_imports() -> set[str]:
 
 def test_the_gateway_imports_no_agent_code_no_restate_sdk_and_no_projection_writer() -> None:
     assert {m for m in our_imports() if not m.startswith(ALLOWED)} == set()
+
+
+def test_the_ingress_client_and_the_contracts_import_no_restate_sdk() -> None:
+    services = GATEWAY.parent
+    for module in ("contracts.py", "ingress.py"):
+        tree = ast.parse((services / module).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not {m for m in imported if m and m.split(".")[0] == "restate"}, module
 
 
 def test_the_gateway_never_calls_a_projection_write() -> None:

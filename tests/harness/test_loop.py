@@ -8,11 +8,14 @@ import pytest
 from schemas.chat import ChatMessage, ToolDefinition
 from schemas.harness import (
     AskApproval,
+    AwaitingApproval,
+    AwaitingChildren,
     CallModel,
     CallTool,
     Fail,
     Refuse,
     Reply,
+    Running,
     Spawn,
     ToolResult,
     TurnState,
@@ -129,7 +132,7 @@ def test_spawn_returns_child_addresses_at_once_and_wait_ends_the_wake() -> None:
     children = [c.child for c in recording.commands if isinstance(c, Spawn)]
     assert children == ["acme.bot.t1r1c0", "acme.bot.t1r1c1", "acme.bot.t1r1c2"]
     assert recording.final is not None
-    assert recording.final.waiting
+    assert recording.final.phase == AwaitingChildren()
     assert [p.address for p in recording.final.pending] == children
 
 
@@ -229,17 +232,20 @@ def test_an_ask_tool_ends_the_wake_and_keeps_the_rest_of_the_round() -> None:
     assert ask.call.arguments == {"entry": "a"}
     final = recording.final
     assert final is not None
-    assert final.approval is not None
-    assert final.approval.answer is None
-    assert [c.name for c in final.remaining] == ["calculator"]
+    assert isinstance(final.phase, AwaitingApproval)
+    assert final.phase.approval.answer is None
+    assert not final.phase.parked
+    assert [c.name for c in final.phase.remaining] == ["calculator"]
 
 
 def answer(approve: bool) -> Recording:
     first = run(guarded(ask_then_more()))
     assert first.final is not None
-    assert first.final.approval is not None
-    approval = msgspec.structs.replace(first.final.approval, answer=approve, note="not today")
-    turn = msgspec.structs.replace(first.final, approval=approval)
+    phase = first.final.phase
+    assert isinstance(phase, AwaitingApproval)
+    approval = msgspec.structs.replace(phase.approval, answer=approve, note="not today")
+    answered = msgspec.structs.replace(phase, approval=approval, parked=True)
+    turn = msgspec.structs.replace(first.final, phase=answered)
     return run(TurnInput("acme.bot", turn, (), GUARDED_TOOLS))
 
 
@@ -251,7 +257,7 @@ def test_an_approved_call_runs_then_the_round_goes_on_where_it_paused() -> None:
         "calculator",
     ]
     assert recording.final is not None
-    assert recording.final.approval is None
+    assert recording.final.phase == Running()
 
 
 def test_a_denied_call_is_not_run_and_the_model_is_told() -> None:

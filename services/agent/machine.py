@@ -1,0 +1,381 @@
+"""What a wake decides, as a pure function: `react(address, record, input) -> Reaction`.
+
+Queue or start, supersede, resume after an answer or a child, park, stop and end are
+decided here from the agent's record and what arrived, with no I/O, no clock and no
+Restate: the driver (`wake.py`) performs the effects, and feeds what they produce (a
+spec found, a turn that ran) back in as the next input. The same inputs always give the
+same reaction, which is what makes a durable replay and a unit test the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import timedelta
+
+import msgspec
+
+from schemas.address import parse_address
+from schemas.chat import ChatMessage
+from schemas.events import (
+    AgentState,
+    ApprovalAbandoned,
+    ApprovalAnswered,
+    ChildReported,
+    EventBody,
+    MessageQueued,
+    Outcome,
+    TurnEnded,
+    TurnParked,
+    TurnStarted,
+)
+from schemas.harness import AwaitingApproval, AwaitingChildren, TurnState
+from schemas.spec import AgentSpec
+from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
+from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, Wake
+from services.harness.loop import child_reported, is_pending
+
+STOPPED = "Stopped on request."
+SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
+NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
+PARK, DEQUEUE = "park", "dequeue"
+
+# --- inputs: a wake, or what an effect produced ------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecFound:
+    """The answer to `FindSpec`: the newest published spec of a kind, or None."""
+
+    message: Message
+    spec: AgentSpec | None
+    direct: bool
+
+
+@dataclass(frozen=True)
+class TurnRan:
+    """The answer to `Drive`: the turn as the harness left it. `ending` is None when the
+    turn paused (its phase says for what)."""
+
+    turn: TurnState
+    ending: tuple[Outcome, str] | None
+    ledger: Ledger | None = None
+    """The daily ledger after the turn's model calls (None: unchanged)."""
+
+
+@dataclass(frozen=True)
+class TurnStopped:
+    """`Drive` was cancelled by a stop; `turn` carries the round and usage it reached."""
+
+    turn: TurnState
+    ledger: Ledger | None = None
+
+
+Input = Wake | SpecFound | TurnRan | TurnStopped
+
+# --- effects ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Append events to the timeline."""
+
+    turn: int
+    round: int
+    bodies: tuple[EventBody, ...]
+
+
+@dataclass(frozen=True)
+class SendWake:
+    """A one-way wake to an agent (this one, a child or a parent)."""
+
+    address: str
+    wake: Wake
+    key: str | None = None
+    delay: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class FindSpec:
+    """Look up the newest published spec of `kind`; answered with `SpecFound`."""
+
+    message: Message
+    kind: str
+    direct: bool
+
+
+@dataclass(frozen=True)
+class Drive:
+    """Run the turn's rounds until it pauses or ends; answered with `TurnRan` (or
+    `TurnStopped`)."""
+
+    turn: TurnState
+
+
+@dataclass(frozen=True)
+class Remember:
+    """Append messages to the history later turns see."""
+
+    messages: tuple[ChatMessage, ...]
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Answer the wake's sender with an error; nothing else of this input happens."""
+
+    status: int
+    sentence: str
+
+
+Effect = Emit | SendWake | FindSpec | Drive | Remember | Refuse
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """The new record and what to do. An effect that answers (`FindSpec`, `Drive`) or
+    ends the wake (`Refuse`) is always the last one."""
+
+    record: AgentRecord
+    effects: tuple[Effect, ...] = ()
+    reply: str | None = None
+    """Set when a turn ended: its final reply if it succeeded, else empty."""
+    note: str = ""
+
+
+def state_of(turn: TurnState | None) -> AgentState:
+    """The agent's status, from the phase of its turn: the one place it is decided."""
+    match turn:
+        case None:
+            return "idle"
+        case TurnState(phase=AwaitingApproval(parked=True)):
+            return "parked"
+        case TurnState(phase=AwaitingApproval() | AwaitingChildren()):
+            return "waiting"
+    return "running"
+
+
+def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa: PLR0911 - one per kind
+    match given:
+        case Message():
+            return _on_message(address, record, given)
+        case SpecFound():
+            return _on_spec(address, record, given)
+        case TurnRan(ledger=ledger) | TurnStopped(ledger=ledger) if ledger is not None:
+            charged = msgspec.structs.replace(record, ledger=ledger)
+            return react(address, charged, dataclasses.replace(given, ledger=None))
+        case TurnRan():
+            return _on_ran(address, record, given)
+        case TurnStopped(turn=turn):
+            return _stopped(address, record, turn)
+        case ChildFinished():
+            return _on_child(record, given)
+        case Approval():
+            return _on_approval(record, given)
+        case Timer(name=name, turn=number):
+            return _on_timer(address, record, name, number)
+        case Stop():
+            return _on_stop(address, record)
+
+
+# --- messages and turns ---------------------------------------------------------------
+
+
+def _on_message(address: str, record: AgentRecord, message: Message) -> Reaction:
+    turn = record.turn
+    if turn is None:
+        return _start(address, record, message, direct=True)
+    if isinstance(turn.phase, AwaitingApproval):
+        ended = _end(address, record, turn, "superseded", SUPERSEDED)
+        return _then(ended, _start(address, ended.record, message, direct=True))
+    queued = msgspec.structs.replace(record, queue=(*record.queue, message))
+    return Reaction(queued, (Emit(turn.number, turn.round, (MessageQueued(message.text),)),))
+
+
+def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:
+    """Start `message`'s turn with its spec, or ask for the published one first."""
+    if message.spec is not None:
+        return _begin(msgspec.structs.replace(record, spec=message.spec), message, message.spec)
+    stored = record.spec
+    kind = message.kind or (stored.kind if stored is not None and stored.version > 0 else None)
+    if kind is not None:
+        return Reaction(record, (FindSpec(message, kind, direct),))
+    if stored is not None:
+        return _begin(record, message, stored)
+    return _no_spec(address, record, message, direct=direct)
+
+
+def _on_spec(address: str, record: AgentRecord, found: SpecFound) -> Reaction:
+    if found.spec is None:
+        return _no_spec(address, record, found.message, direct=found.direct)
+    return _begin(msgspec.structs.replace(record, spec=found.spec), found.message, found.spec)
+
+
+def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
+    number = record.turns + 1
+    parent = message.parent.address if message.parent else None
+    user = ChatMessage(role="user", content=message.text)
+    turn = TurnState(number, spec, (user,), parent=message.parent, depth=message.depth)
+    started = Emit(number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent),))
+    begun = msgspec.structs.replace(record, turns=number, turn=turn)
+    return Reaction(begun, (started, Drive(turn)))
+
+
+def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:
+    """A sender waiting for the wake gets 404; a queued message is recorded as a turn that
+    failed, so its sender can read why."""
+    reason = missing_spec(address, message)
+    if direct:
+        return Reaction(record, (Refuse(404, reason),))
+    spec = AgentSpec(kind=message.kind or "", instructions="")
+    number = record.turns + 1
+    turn = TurnState(number, spec, (ChatMessage(role="user", content=message.text),))
+    started = Emit(number, 0, (TurnStarted(message.text, spec.kind, spec.version),))
+    begun = msgspec.structs.replace(record, turns=number, turn=turn)
+    ended = _end(address, begun, turn, "failed", reason)
+    return _then(Reaction(begun, (started,)), _then(ended, _next(address, ended.record)))
+
+
+def missing_spec(address: str, message: Message) -> str:
+    if message.kind:
+        tenant = parse_address(address).tenant
+        return f"No spec of kind {message.kind!r} is published for tenant {tenant!r}."
+    return f"Agent {address} has no spec yet: its first message must carry a spec or a kind."
+
+
+def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
+    turn = ran.turn
+    if ran.ending is not None:
+        ended = _end(address, record, turn, *ran.ending)
+        return _then(ended, _next(address, ended.record))
+    paused = msgspec.structs.replace(record, turn=turn)
+    if isinstance(turn.phase, AwaitingApproval):
+        delay = timedelta(seconds=turn.spec.limits.approval_timeout)
+        park = SendWake(address, Timer(PARK, turn=turn.number), delay=delay)
+        return Reaction(paused, (park,))
+    return Reaction(paused)
+
+
+def _stopped(address: str, record: AgentRecord, turn: TurnState) -> Reaction:
+    """The running wake was cancelled: it does no more work, so what queued behind the
+    turn runs in a new wake."""
+    ended = _end(address, record, turn, "stopped", STOPPED)
+    if not ended.record.queue:
+        return ended
+    return _then(ended, Reaction(ended.record, (SendWake(address, Timer(DEQUEUE)),)))
+
+
+def _end(
+    address: str, record: AgentRecord, turn: TurnState, outcome: Outcome, text: str
+) -> Reaction:
+    """Record the ending, keep the turn's messages, and report to the parent."""
+    effects: list[Effect] = []
+    answered = record.answered
+    if isinstance(turn.phase, AwaitingApproval):
+        request = turn.phase.approval.request_id
+        effects.append(Emit(turn.number, turn.round, (ApprovalAbandoned(request),)))
+        answered = _remember(answered, request)
+    succeeded = outcome == "succeeded"
+    body = TurnEnded(
+        outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
+    )
+    effects += [Emit(turn.number, turn.round, (body,)), Remember(turn.messages)]
+    if turn.parent is not None:
+        report = ChildFinished(address, turn.parent.turn, turn.parent.call_id, outcome, text)
+        key = f"finished {address} {turn.number}"
+        effects.append(SendWake(turn.parent.address, report, key=key))
+    ended = msgspec.structs.replace(record, turn=None, last_outcome=outcome, answered=answered)
+    return Reaction(ended, tuple(effects), reply=text if succeeded else "")
+
+
+def _next(address: str, record: AgentRecord) -> Reaction:
+    """Start the next queued message, if any."""
+    if not record.queue:
+        return Reaction(record)
+    message, rest = record.queue[0], record.queue[1:]
+    return _start(address, msgspec.structs.replace(record, queue=rest), message, direct=False)
+
+
+# --- children, approvals, timers, stop ------------------------------------------------
+
+
+def _on_child(record: AgentRecord, report: ChildFinished) -> Reaction:
+    turn = record.turn
+    event = ChildReported(report.call_id, report.child, report.outcome, report.reply)
+    if turn is None or turn.number != report.turn or not is_pending(turn, report.child):
+        late = ChatMessage(
+            role="user",
+            content=f"(Helper {report.child} finished later ({report.outcome}): {report.reply})",
+        )
+        return Reaction(record, (Emit(report.turn, 0, (event,)), Remember((late,))))
+    turn = child_reported(turn, report)
+    emitted = Emit(turn.number, turn.round, (event,))
+    updated = msgspec.structs.replace(record, turn=turn)
+    if isinstance(turn.phase, AwaitingChildren) and not turn.pending:
+        return Reaction(updated, (emitted, Drive(turn)))
+    return Reaction(updated, (emitted,))
+
+
+def _on_approval(record: AgentRecord, answer: Approval) -> Reaction:
+    """Run or refuse the call a person answered: the turn goes on where it paused."""
+    turn = record.turn
+    phase = turn.phase if turn is not None else None
+    if (
+        turn is None
+        or not isinstance(phase, AwaitingApproval)
+        or phase.approval.request_id != answer.request_id
+    ):
+        return Reaction(record, (_no_such_request(record, answer.request_id),))
+    answered = msgspec.structs.replace(phase.approval, answer=answer.approve, note=answer.note)
+    resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
+    event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by)
+    updated = msgspec.structs.replace(
+        record, turn=resumed, answered=_remember(record.answered, answer.request_id)
+    )
+    return Reaction(updated, (Emit(turn.number, turn.round, (event,)), Drive(resumed)))
+
+
+def _no_such_request(record: AgentRecord, request_id: str) -> Refuse:
+    if request_id in record.answered:
+        return Refuse(
+            409,
+            f"Approval request {request_id!r} was already answered (or its turn ended); "
+            "nothing was changed.",
+        )
+    return Refuse(404, f"There is no pending approval request {request_id!r} for this agent.")
+
+
+def _remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:
+    return (*answered, request_id)[-KEEP_ANSWERED:]
+
+
+def _on_timer(address: str, record: AgentRecord, name: str, number: int) -> Reaction:
+    turn = record.turn
+    if name == DEQUEUE:
+        return _next(address, record) if turn is None else Reaction(record)
+    if name != PARK or turn is None or turn.number != number:
+        return Reaction(record)
+    phase = turn.phase
+    if not isinstance(phase, AwaitingApproval) or phase.approval.answer is not None:
+        return Reaction(record)
+    if phase.parked:
+        return Reaction(record)
+    parked = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, parked=True))
+    event = Emit(turn.number, turn.round, (TurnParked(phase.approval.request_id),))
+    return Reaction(msgspec.structs.replace(record, turn=parked), (event,))
+
+
+def _on_stop(address: str, record: AgentRecord) -> Reaction:
+    """Stop a turn that waits or is parked. (A running turn is stopped by cancelling its
+    invocation: see the `stop` handler.)"""
+    if record.turn is None:
+        return Reaction(record, note=NOTHING_TO_STOP)
+    ended = _end(address, record, record.turn, "stopped", STOPPED)
+    return _then(ended, _next(address, ended.record))
+
+
+def _then(first: Reaction, second: Reaction) -> Reaction:
+    """`first`'s effects, then `second`'s (which was computed from `first.record`)."""
+    reply = second.reply if second.reply is not None else first.reply
+    return Reaction(
+        second.record, (*first.effects, *second.effects), reply, second.note or first.note
+    )

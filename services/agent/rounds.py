@@ -1,0 +1,238 @@
+"""Drives the harness: turns its commands into journaled steps and timeline events.
+
+Every model and tool call crosses the policy pipeline first. The model step runs as a
+local journaled step when the model is served by this process (`LocalModel`), else as a
+durable call to the `Model` service. Tool steps are `ctx.run` steps keyed by agent, turn,
+round and call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Protocol
+
+import msgspec
+import restate
+
+from schemas.events import (
+    ApprovalRequested,
+    ChildSpawned,
+    EventBody,
+    ModelMessage,
+    Outcome,
+    ToolCalled,
+    ToolFinished,
+    Waiting,
+)
+from schemas.harness import (
+    Ack,
+    AskApproval,
+    CallModel,
+    CallTool,
+    Command,
+    Fail,
+    Refuse,
+    Reply,
+    Result,
+    Spawn,
+    Spawned,
+    ToolResult,
+    TurnState,
+    Wait,
+)
+from schemas.model import ModelReply, ModelRequest, Usage
+from schemas.state import Ledger
+from schemas.wake import Message, ParentRef, WakeEnvelope
+from services.agent.clock import Clock
+from services.agent.machine import TurnRan
+from services.agent.pipeline import BudgetExceededError, Pipeline, after_model, needs_clock
+from services.agent.timeline import Timeline
+from services.contracts import GENERATE, WAKE
+from services.durable import Cancelled, call, cancellable_step, send
+from services.harness.loop import TurnInput, run_turn
+from services.tools.registry import ToolRegistry
+
+CANCELLED = 409
+"""The status of the TerminalError Restate raises in a cancelled invocation."""
+
+
+class LocalModel(Protocol):
+    """A model served by this process: the composition root hands it in when both planes
+    share one deployment, so a model step costs a local step, not an invocation."""
+
+    def run(self, request: ModelRequest, cancelled: Cancelled) -> Awaitable[ModelReply]: ...
+
+
+def add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.cached_tokens + b.cached_tokens,
+    )
+
+
+class Rounds:
+    def __init__(
+        self,
+        ctx: restate.ObjectContext,
+        address: str,
+        *,
+        timeline: Timeline,
+        clock: Clock,
+        tools: ToolRegistry,
+        model: LocalModel | None,
+    ) -> None:
+        self._ctx = ctx
+        self._address = address
+        self._timeline = timeline
+        self._clock = clock
+        self._tools = tools
+        self._model = model
+        self._pipeline = Pipeline(tools.definitions())
+
+    async def drive(self, turn: TurnState, given: TurnInput, ledger: Ledger) -> TurnRan:
+        """Run the harness until the turn pauses or ends.
+
+        `self.turn` and `self.ledger` follow the turn as it goes, so a caller that is
+        interrupted (a stop raises the cancellation out of here) knows how far it got.
+        """
+        self.turn, self.ledger = turn, ledger
+        self._since = self._clock.now
+        harness = run_turn(given)
+        command = next(harness)
+        while True:
+            try:
+                result = await self._perform(command)
+            except (restate.TerminalError, BudgetExceededError) as error:
+                if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
+                    raise
+                harness.close()
+                return TurnRan(self._spent(self.turn), ("failed", _reason(error)), self.ledger)
+            try:
+                command = harness.send(result)
+            except StopIteration as stop:
+                final = msgspec.structs.replace(stop.value, usage=self.turn.usage)
+                return TurnRan(self._spent(final), _ending(command), self.ledger)
+
+    def stopped(self) -> TurnState:
+        return self._spent(self.turn)
+
+    def _spent(self, turn: TurnState) -> TurnState:
+        return msgspec.structs.replace(turn, active_seconds=self._active())
+
+    def _active(self) -> float:
+        since = self._since if self._since is not None else self._clock.first
+        now = self._clock.now
+        extra = now - since if now is not None and since is not None else 0.0
+        return self.turn.active_seconds + extra
+
+    async def _perform(self, command: Command) -> Result:
+        match command:
+            case CallModel():
+                return await self._call_model(command)
+            case CallTool():
+                return await self._call_tool(command)
+            case Spawn():
+                return self._spawn(command)
+            case Refuse(call=call, reason=reason):
+                self._refused(call.id, call.name, call.arguments, reason)
+            case AskApproval(request_id=request_id, call=call):
+                self._add(ApprovalRequested(request_id, call.id, call.name, call.arguments))
+            case Wait(pending=pending):
+                self._add(Waiting(pending))
+        return Ack()
+
+    async def _call_model(self, command: CallModel) -> ModelReply:
+        request = command.request
+        self.turn = msgspec.structs.replace(self.turn, round=request.round)
+        now = await self._clock.read() if needs_clock(self.turn.spec.limits) else 0.0
+        self.ledger = self._pipeline.before_model(
+            self.turn, self.ledger, request, now, self._active()
+        )
+        await self._flush_if_timed()
+        reply = await self._generate(request)
+        self._clock.saw(reply.started, reply.finished)
+        self._timeline.stamp(reply.started)
+        self.turn = msgspec.structs.replace(self.turn, usage=add(self.turn.usage, reply.usage))
+        message = reply.message
+        body = ModelMessage(request.model, message.content, message.tool_calls, reply.usage)
+        self._add(body, at=reply.finished)
+        self.ledger = after_model(self.ledger, reply.usage, reply.finished)
+        return reply
+
+    async def _generate(self, request: ModelRequest) -> ModelReply:
+        model = self._model
+        if model is None:
+            return await call(self._ctx, GENERATE, request)
+        return await cancellable_step(
+            self._ctx,
+            f"model r{request.round}",
+            lambda cancelled: model.run(request, cancelled),
+            ModelReply,
+        )
+
+    async def _flush_if_timed(self) -> None:
+        """Before a step (which may take long), once an earlier step has given the wake a
+        time: what happened so far reaches readers before the step runs."""
+        now = self._clock.now
+        if now is not None:
+            self._timeline.stamp(now)
+            await self._timeline.flush("running", self._clock.read)
+
+    async def _call_tool(self, command: CallTool) -> ToolResult:
+        call_ = command.call
+        problem = self._pipeline.before_tool(self.turn, call_, self._active())
+        if problem is not None:
+            self._refused(call_.id, call_.name, call_.arguments, problem)
+            return ToolResult(call_.id, call_.name, "error", problem)
+        self._add(ToolCalled(call_.id, call_.name, call_.arguments))
+        await self._flush_if_timed()
+        result = await self._ctx.run_typed(
+            f"tool {call_.name} {call_.id}",
+            self._tools.run,
+            restate.RunOptions(type_hint=ToolResult),
+            call_,
+            command.idempotency_key,
+            self._address,
+        )
+        self._clock.saw(result.started, result.finished)
+        self._timeline.stamp(result.started)
+        self._add(
+            ToolFinished(call_.id, call_.name, result.status, result.content), at=result.finished
+        )
+        return result
+
+    def _spawn(self, command: Spawn) -> Spawned:
+        parent = ParentRef(self._address, self.turn.number, command.call.id)
+        message = Message(command.task, spec=command.spec, parent=parent, depth=command.depth)
+        send(
+            self._ctx,
+            WAKE,
+            WakeEnvelope(message),
+            key=command.child,
+            idempotency_key=f"spawn {command.child}",
+        )
+        self._add(ChildSpawned(command.call.id, command.child, command.task))
+        return Spawned(command.child)
+
+    def _refused(self, call_id: str, name: str, arguments: dict[str, object], why: str) -> None:
+        self._add(
+            ToolCalled(call_id, name, dict(arguments)), ToolFinished(call_id, name, "error", why)
+        )
+
+    def _add(self, *bodies: EventBody, at: float | None = None) -> None:
+        self._timeline.add(self.turn.number, self.turn.round, *bodies, at=at)
+
+
+def _ending(last: Command) -> tuple[Outcome, str] | None:
+    if isinstance(last, Reply):
+        return "succeeded", last.text
+    if isinstance(last, Fail):
+        return "failed", last.reason
+    return None
+
+
+def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
+    if isinstance(error, BudgetExceededError):
+        return str(error)
+    return f"The model step failed: {error.message}"

@@ -1,0 +1,117 @@
+"""The agent's object state: every key, and the only code that reads or writes them.
+
+- `agent`: the `AgentRecord`, read once at the start of a wake and written once at its end;
+- `running`: the id of the invocation driving a turn right now, so a stop can cancel it;
+- `history`: the messages of finished turns;
+- `timeline.{n}`: chunk n of the timeline, written once by a flush and never again.
+
+A running wake writes chunks before it writes the record, so a reader finds the newest
+chunks by reading on from the record's mark until a chunk is missing.
+"""
+
+from __future__ import annotations
+
+import restate
+
+from schemas.chat import ChatMessage
+from schemas.events import Event
+from schemas.state import AgentRecord, Chunk, History, TimelineMark
+
+RECORD = "agent"
+RUNNING = "running"
+HISTORY = "history"
+MAX_PAGE = 500
+
+Readable = restate.ObjectSharedContext | restate.ObjectContext
+
+
+def chunk_key(index: int) -> str:
+    return f"timeline.{index}"
+
+
+class Reader:
+    """Reads that shared handlers may make while a wake runs."""
+
+    def __init__(self, ctx: Readable) -> None:
+        self._ctx = ctx
+
+    async def record(self) -> AgentRecord:
+        return await self._ctx.get(RECORD, type_hint=AgentRecord) or AgentRecord()
+
+    async def running(self) -> str | None:
+        return await self._ctx.get(RUNNING, type_hint=str)
+
+    async def chunk(self, index: int) -> Chunk | None:
+        return await self._ctx.get(chunk_key(index), type_hint=Chunk)
+
+    async def mark(self, record: AgentRecord) -> TimelineMark:
+        """The timeline's true end: the record's mark, plus chunks a running wake wrote."""
+        mark = record.timeline
+        while (chunk := await self.chunk(mark.chunks)) is not None:
+            mark = TimelineMark(chunk.events[-1].seq, mark.chunks + 1)
+        return mark
+
+    async def page(self, after_seq: int, limit: int) -> tuple[tuple[Event, ...], int]:
+        """Up to `limit` events after `after_seq`, and the newest seq."""
+        mark = await self.mark(await self.record())
+        wanted = min(limit, MAX_PAGE, max(mark.last_seq - after_seq, 0))
+        events: list[Event] = []
+        index = await self._chunk_of(after_seq + 1, mark.chunks) if wanted else mark.chunks
+        while len(events) < wanted and index < mark.chunks:
+            chunk = await self.chunk(index)
+            if chunk is None:
+                break
+            events.extend(e for e in chunk.events if e.seq > after_seq)
+            index += 1
+        return tuple(events[:wanted]), mark.last_seq
+
+    async def _chunk_of(self, seq: int, chunks: int) -> int:
+        """The index of the chunk holding `seq`: a binary search on first seqs, so a read
+        costs a few state reads however long the timeline is."""
+        low, high = 0, chunks - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            chunk = await self.chunk(middle)
+            if chunk is not None and chunk.events[0].seq <= seq:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+
+class Store(Reader):
+    """The exclusive handler's view: reads, and the writes only it makes."""
+
+    def __init__(self, ctx: restate.ObjectContext) -> None:
+        super().__init__(ctx)
+        self._writer = ctx
+        self._history: History | None = None
+        self._history_changed = False
+
+    def save(self, record: AgentRecord) -> None:
+        self._writer.set(RECORD, record)
+
+    def write_chunk(self, index: int, chunk: Chunk) -> None:
+        self._writer.set(chunk_key(index), chunk)
+
+    def set_running(self, invocation: str | None) -> None:
+        if invocation is None:
+            self._writer.clear(RUNNING)
+        else:
+            self._writer.set(RUNNING, invocation)
+
+    async def history(self) -> History:
+        if self._history is None:
+            self._history = await self._writer.get(HISTORY, type_hint=History) or History()
+        return self._history
+
+    async def remember(self, messages: tuple[ChatMessage, ...]) -> None:
+        """Kept in memory and written once, by `save_history`, at the end of the wake."""
+        history = await self.history()
+        self._history = History((*history.messages, *messages))
+        self._history_changed = True
+
+    def save_history(self) -> None:
+        if self._history is not None and self._history_changed:
+            self._writer.set(HISTORY, self._history)
+            self._history_changed = False

@@ -1,0 +1,94 @@
+"""Every Restate handler that code calls by name, declared once with its types.
+
+Callers use these declarations (inside a handler through `services.durable.call` and
+`send`, from outside through `services.ingress`), and the services register their
+handlers under the same names, so a rename or a change of type breaks the type checker
+instead of production. This module imports no Restate SDK: the gateway and the CLI use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import msgspec
+
+from schemas.catalog import (
+    ApiKey,
+    EventBatch,
+    KeyRef,
+    Keys,
+    PublishedSpec,
+    RebuildReport,
+    SpecAnswer,
+    SpecQuery,
+    SpecVersions,
+)
+from schemas.events import (
+    AgentStatus,
+    Approvals,
+    StopAnswer,
+    TimelinePage,
+    TimelineQuery,
+    WakeResult,
+)
+from schemas.model import ModelReply, ModelRequest
+from schemas.spec import AgentSpec
+from schemas.wake import WakeEnvelope
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class Empty(msgspec.Struct, frozen=True):
+    """The input of a handler that takes none, and the output of one that returns none."""
+
+
+@dataclass(frozen=True)
+class Handler(Generic[In, Out]):
+    service: str
+    name: str
+    input: type[In]
+    output: type[Out]
+    keyed: bool = True
+
+    def path(self, key: str | None = None) -> str:
+        """The ingress path: `/Service/key/handler`, or `/Service/handler` when unkeyed."""
+        if self.keyed:
+            if not key:
+                raise ValueError(f"{self.service}/{self.name} needs a key")
+            return f"/{self.service}/{key}/{self.name}"
+        return f"/{self.service}/{self.name}"
+
+    def encode(self, value: In) -> bytes:
+        return b"" if self.input is Empty else msgspec.json.encode(value)
+
+    def decode(self, raw: bytes) -> Out:
+        if self.output is Empty:
+            return Empty()  # type: ignore[return-value]
+        return msgspec.json.decode(raw, type=self.output)
+
+
+AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
+
+WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
+STOP = Handler(AGENT, "stop", Empty, StopAnswer)
+STATUS = Handler(AGENT, "status", Empty, AgentStatus)
+TIMELINE = Handler(AGENT, "timeline", TimelineQuery, TimelinePage)
+APPROVALS = Handler(AGENT, "approvals", Empty, Approvals)
+
+PUBLISH = Handler(TENANT, "publish", AgentSpec, PublishedSpec)
+LATEST_SPEC = Handler(TENANT, "spec", SpecQuery, SpecAnswer)
+SPECS = Handler(TENANT, "specs", Empty, SpecVersions)
+ADD_KEY = Handler(TENANT, "add_key", ApiKey, ApiKey)
+REVOKE_KEY = Handler(TENANT, "revoke_key", KeyRef, ApiKey)
+KEYS = Handler(TENANT, "keys", Empty, Keys)
+
+PROJECT_EVENTS = Handler(PROJECTOR, "events", EventBatch, Empty)
+PROJECT_SPEC = Handler(PROJECTOR, "spec", PublishedSpec, Empty)
+PROJECT_KEY = Handler(PROJECTOR, "key", ApiKey, Empty)
+REBUILD = Handler(PROJECTOR, "rebuild", Empty, RebuildReport)
+REBUILD_KEY = "all"
+"""The one key `rebuild` runs under, so two rebuilds never overlap."""
+
+GENERATE = Handler(MODEL, "generate", ModelRequest, ModelReply, keyed=False)

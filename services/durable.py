@@ -1,0 +1,97 @@
+"""Helpers for code running inside a Restate handler: calls and sends by contract, and a
+journaled step that stops its work when the invocation is cancelled.
+
+Code already running in a `ctx.run` step is not interrupted by a cancellation: Restate
+raises it at the handler's next `await`. A step that would run for long (a generation, a
+command) takes a `cancelled` waiter instead, and stops when it completes: on a
+cancellation seen by the handler, or when the attempt ends (abort, retry, shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import restate
+
+from services.contracts import Handler
+
+T = TypeVar("T")
+In = TypeVar("In")
+Out = TypeVar("Out")
+Cancelled = Callable[[], Awaitable[object]]
+"""Completes when the step's work should stop."""
+
+
+class StepRefusedError(Exception):
+    """The step cannot succeed however often it is tried; it fails with `status`."""
+
+    def __init__(self, status: int, sentence: str) -> None:
+        super().__init__(sentence)
+        self.status = status
+
+
+async def cancellable_step(
+    ctx: restate.Context,
+    name: str,
+    work: Callable[[Cancelled], Awaitable[T]],
+    type_hint: type[T],
+    max_attempts: int = 3,
+) -> T:
+    cancelled = asyncio.Event()
+    attempt = ctx.request().attempt_finished_event
+
+    async def run() -> T:
+        try:
+            return await work(lambda: first_of(cancelled.wait(), attempt.wait()))  # type: ignore[no-untyped-call]
+        except StepRefusedError as error:
+            raise restate.TerminalError(str(error), status_code=error.status) from error
+
+    try:
+        return await ctx.run_typed(
+            name, run, restate.RunOptions(type_hint=type_hint, max_attempts=max_attempts)
+        )
+    except restate.TerminalError:
+        cancelled.set()
+        raise
+
+
+async def first_of(*waits: Coroutine[Any, Any, Any]) -> None:
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def call(
+    ctx: restate.Context, handler: Handler[In, Out], value: In, *, key: str | None = None
+) -> Out:
+    """A durable request-response call from inside a handler."""
+    raw = await ctx.generic_call(
+        handler.service, handler.name, handler.encode(value), key=key if handler.keyed else None
+    )
+    return handler.decode(raw)
+
+
+def send(
+    ctx: restate.Context,
+    handler: Handler[In, Out],
+    value: In,
+    *,
+    key: str | None = None,
+    idempotency_key: str | None = None,
+    delay: timedelta | None = None,
+) -> None:
+    """A durable one-way send from inside a handler: returns at once."""
+    ctx.generic_send(
+        handler.service,
+        handler.name,
+        handler.encode(value),
+        key=key if handler.keyed else None,
+        idempotency_key=idempotency_key,
+        send_delay=delay,
+    )
