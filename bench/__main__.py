@@ -21,12 +21,25 @@ from typing import Any
 import httpx
 
 from bench import BenchError
+from bench.baseline import (
+    PlainResult,
+    plain_concurrent,
+    plain_crowded,
+    plain_endpoint,
+    plain_sequential,
+    plain_settings,
+    plain_warm_up,
+    start_plain,
+)
+from bench.journal import JournalCost, journal
 from bench.projection import projection_path
 from bench.report import machine, render
 from bench.results import Result
-from bench.rounds import TURN_TIMEOUT, Plan, Target, concurrent, sequential, warm_up
+from bench.rounds import TURN_TIMEOUT, Plan, Target, concurrent, crowded, sequential, warm_up
 from bench.sse import SseResult, sse, sse_plan
 from bench.sse import render as render_sse
+from bench.versus import compare, plain_table
+from bench.versus import render as render_versus
 from services.ingress import IngressError
 from services.settings import Settings
 from services.stack import (
@@ -37,19 +50,40 @@ from services.stack import (
     isolated_settings,
     register,
 )
+from services.stack.journal import JournalError
 
 BENCHMARKS: dict[str, Callable[[Target, Plan], Result]] = {
     "sequential": sequential,
     "concurrent": concurrent,
+    "crowded": crowded,
 }
+PLAIN: dict[str, Callable[[str, Plan], PlainResult]] = {
+    "plain-sequential": plain_sequential,
+    "plain-concurrent": plain_concurrent,
+    "plain-crowded": plain_crowded,
+}
+"""The same workloads on the plain loop (`bench/plain.py`), for the comparison."""
+JOURNAL = "journal"
+"""Invocations, journal entries and bytes of one turn, teaspill's and the plain loop's."""
+VERSUS = "versus"
+"""teaspill beside the plain loop: each round benchmark and its plain twin, then `journal`."""
+VERSUS_NAMES = [
+    "sequential",
+    "plain-sequential",
+    "concurrent",
+    "plain-concurrent",
+    "crowded",
+    "plain-crowded",
+    JOURNAL,
+]
 SSE, SSE_LOAD = "sse", "sse-load"
 """Followers of timelines through the gateway (`bench/sse.py`): latency and catch-up; and
 latency with many agents followed at once, not run by default: at commit 8da309f it stops
 on a follower that was not sent every seq (see docs/benchmarks.md)."""
-NAMES = [*BENCHMARKS, SSE, SSE_LOAD]
-DEFAULT = [*BENCHMARKS, SSE]
-FULL = Plan(agents=50, turns=20, rounds=10)
-QUICK = Plan(agents=5, turns=3, rounds=3)
+NAMES = [*BENCHMARKS, *PLAIN, JOURNAL, SSE, SSE_LOAD, VERSUS]
+DEFAULT = [VERSUS, SSE]
+FULL = Plan(agents=50, turns=20, rounds=10, crowd=200)
+QUICK = Plan(agents=5, turns=3, rounds=3, crowd=10)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -66,6 +100,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"any of: {names} (default: {', '.join(DEFAULT)})",
     )
     parser.add_argument("--agents", type=_positive, help=f"concurrent agents ({FULL.agents})")
+    parser.add_argument("--crowd", type=_positive, help=f"crowded agents ({FULL.crowd})")
     parser.add_argument("--rounds", type=_positive, help=f"rounds per turn ({FULL.rounds})")
     parser.add_argument(
         "--turns",
@@ -75,7 +110,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"a smoke run: {QUICK.agents} agents, {QUICK.turns} turns of {QUICK.rounds} rounds",
+        help=f"a smoke run: {QUICK.agents} agents ({QUICK.crowd} crowded),"
+        f" {QUICK.turns} turns of {QUICK.rounds} rounds",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write results here")
     parser.add_argument(
@@ -105,7 +141,17 @@ def plan_of(args: argparse.Namespace) -> Plan:
         agents=args.agents or base.agents,
         turns=args.turns or base.turns,
         rounds=args.rounds or base.rounds,
+        crowd=args.crowd or base.crowd,
     )
+
+
+def expand(names: Sequence[str]) -> list[str]:
+    """`versus` stands for its benchmarks; each runs once, `journal` after the other round
+    benchmarks (it makes Restate keep journals from then on) and the SSE ones last."""
+    wanted = [n for name in names for n in (VERSUS_NAMES if name == VERSUS else [name])]
+    unique = list(dict.fromkeys(wanted))
+    rank = {JOURNAL: 1, SSE: 2, SSE_LOAD: 2}
+    return sorted(unique, key=lambda name: rank.get(name, 0))
 
 
 def bench_settings(home: Path) -> Settings:
@@ -132,26 +178,34 @@ def bench_home(keep: bool) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def running(settings: Settings) -> Iterator[None]:
-    """restate-server and the endpoint, registered, for the block; always stopped after it.
+def running(settings: Settings, *, plain: bool) -> Iterator[None]:
+    """restate-server and the endpoint (and the plain loop's, if `plain`), registered, for
+    the block; always stopped after it.
 
-    Only the two parts under measurement are started (no gateway). Restate is stopped
-    first: with turns still in flight (an interrupted run), an endpoint stopped first does
-    not exit within 30 s, as Restate keeps its streams open, and is killed; stopping Restate
-    first closes those streams, and both parts stop on SIGTERM.
+    Only the parts under measurement are started (no gateway). Restate is stopped first:
+    with turns still in flight (an interrupted run), an endpoint stopped first does not
+    exit within 30 s, as Restate keeps its streams open, and is killed; stopping Restate
+    first closes those streams, and the endpoints stop on SIGTERM.
     """
     restate, endpoint = RestateServer(settings), Endpoint(settings)
+    twin = plain_endpoint(plain_settings(settings)) if plain else None
     try:
         restate.start()
         endpoint.start()
         register(settings)
+        if twin is not None:
+            start_plain(twin)
         yield
     finally:
         with _shielded():
             try:
                 restate.stop()
             finally:
-                endpoint.stop()
+                try:
+                    endpoint.stop()
+                finally:
+                    if twin is not None:
+                        twin.stop()
 
 
 @contextlib.contextmanager
@@ -181,6 +235,8 @@ def gateway(settings: Settings) -> Iterator[str]:
 @dataclasses.dataclass(frozen=True)
 class Results:
     rounds: list[Result]
+    plain: list[PlainResult]
+    journal: list[JournalCost]
     sse: SseResult | None
 
 
@@ -188,15 +244,25 @@ def run(names: Sequence[str], plan: Plan, home: Path, quick: bool) -> Results:
     """Start the stack, warm it up, run each benchmark; the stack is always stopped."""
     settings = bench_settings(home)
     target = Target(settings.ingress_url, projection_path(settings.home))
-    with running(settings):
+    twin = any(name in PLAIN or name == JOURNAL for name in names)
+    rounds: list[Result] = []
+    plain: list[PlainResult] = []
+    with running(settings, plain=twin):
         warm_up(target, plan)
-        rounds = [BENCHMARKS[name](target, plan) for name in names if name in BENCHMARKS]
+        if twin:
+            plain_warm_up(target.url, plan)
+        for name in names:
+            if name in BENCHMARKS:
+                rounds.append(BENCHMARKS[name](target, plan))
+            elif name in PLAIN:
+                plain.append(PLAIN[name](target.url, plan))
+        costs = journal(target, settings.admin_url, plan) if JOURNAL in names else []
         followed = [name == SSE_LOAD for name in names if name in (SSE, SSE_LOAD)]
         if not followed:
-            return Results(rounds, None)
+            return Results(rounds, plain, costs, None)
         with gateway(settings) as url:
             parts = [sse(target, url, sse_plan(plan, quick), load) for load in followed]
-        return Results(rounds, combined(parts))
+        return Results(rounds, plain, costs, combined(parts))
 
 
 def combined(parts: Sequence[SseResult]) -> SseResult:
@@ -223,7 +289,7 @@ def _sentence(error: Exception) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names = args.benchmarks or DEFAULT
+    names = expand(args.benchmarks or DEFAULT)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with bench_home(args.keep_home) as home:
@@ -231,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench: interrupted; the stack was stopped.", file=sys.stderr)
         return 130
-    except (BenchError, StackError, IngressError, httpx.HTTPError) as error:
+    except (BenchError, StackError, IngressError, JournalError, httpx.HTTPError) as error:
         print(f"bench: no figures, the run failed: {_sentence(error)}", file=sys.stderr)
         return 1
     about = machine()
@@ -247,16 +313,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(results: Results, about: dict[str, Any]) -> str:
     parts = [render(results.rounds, about)] if results.rounds else []
+    if results.plain:
+        parts.append(plain_table(results.plain))
+    rows = compare(results.rounds, results.plain, results.journal)
+    if rows or results.journal:
+        parts.append(render_versus(rows, results.journal))
     if results.sse is not None:
         parts.append(render_sse(results.sse, about))
     return "\n\n".join(parts)
 
 
 def write_json(path: Path, results: Results, about: dict[str, Any]) -> None:
-    """`results` (the round benchmarks) as `bench.report` writes them; `sse` beside them."""
+    """`results` (teaspill's round benchmarks) as `bench.report` writes them; the plain
+    loop's, the journal costs, the comparison and `sse` beside them."""
     document: dict[str, Any] = {
         "machine": about,
         "results": [dataclasses.asdict(r) for r in results.rounds],
+        "plain": [dataclasses.asdict(r) for r in results.plain],
+        "journal": [dataclasses.asdict(c) for c in results.journal],
+        "versus": [
+            {**dataclasses.asdict(row), "ratio": row.ratio}
+            for row in compare(results.rounds, results.plain, results.journal)
+        ],
     }
     if results.sse is not None:
         document["sse"] = dataclasses.asdict(results.sse)

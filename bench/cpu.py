@@ -1,8 +1,8 @@
 """CPU time used by each part of the stack, read from /proc (Linux).
 
 The stack's parts are this process's children: restate-server, and hypercorn with its
-worker. Each part's CPU is the sum over its process tree, so a benchmark can say which
-part spent the machine's cores.
+worker (teaspill's endpoint, and the plain loop's when it runs). Each part's CPU is the
+sum over its process tree, so a benchmark can say which part spent the machine's cores.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+PLAIN_APP = "bench.plain:create_app()"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -24,12 +25,15 @@ class CpuTimes:
     endpoint: float
     client: float
     """This process: the benchmark's own HTTP clients."""
+    plain: float = 0.0
+    """The plain loop's endpoint (`bench/plain.py`)."""
 
     def __sub__(self, earlier: CpuTimes) -> CpuTimes:
         return CpuTimes(
             self.restate - earlier.restate,
             self.endpoint - earlier.endpoint,
             self.client - earlier.client,
+            self.plain - earlier.plain,
         )
 
 
@@ -43,12 +47,12 @@ class _Proc:
 def cpu_times() -> CpuTimes:
     procs = list(_processes())
     own = os.times()
-    parts = {"restate": 0.0, "endpoint": 0.0}
+    parts = {"restate": 0.0, "endpoint": 0.0, "plain": 0.0}
     for child in (p for p in procs if p.ppid == os.getpid()):
         part = _part(child.pid)
         if part is not None:
             parts[part] += _tree_cpu(child.pid, procs)
-    return CpuTimes(parts["restate"], parts["endpoint"], own.user + own.system)
+    return CpuTimes(parts["restate"], parts["endpoint"], own.user + own.system, parts["plain"])
 
 
 def _processes() -> Iterator[_Proc]:
@@ -70,7 +74,7 @@ def _part(pid: int) -> str | None:
     if any(arg.endswith(b"restate-server") for arg in argv):
         return "restate"
     if b"hypercorn" in argv:
-        return "endpoint"
+        return "plain" if PLAIN_APP.encode() in argv else "endpoint"
     return None
 
 

@@ -38,7 +38,13 @@ class CpuPerRound:
 
     restate_ms: float
     endpoint_ms: float
+    """The endpoint that served the rounds: teaspill's, or the plain loop's."""
     client_ms: float
+
+    @property
+    def stack_ms(self) -> float:
+        """restate-server and the endpoint: what the rounds cost the machine."""
+        return self.restate_ms + self.endpoint_ms
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ def summarize(run: Run) -> Result:
         wall_s=wall,
         projected_after_s=max(run.projected_at - ended, 0.0),
         gaps=_gaps(run.timelines),
-        cpu=_cpu_per_round(run.cpu, total_rounds),
+        cpu=cpu_per_round(run.cpu, total_rounds),
         samples_ms=[round(ms, 3) for ms in per_round],
     )
 
@@ -109,9 +115,9 @@ def _gaps(timelines: Sequence[list[Event]]) -> Gaps:
     )
 
 
-def _cpu_per_round(cpu: CpuTimes, rounds: int) -> CpuPerRound:
+def cpu_per_round(cpu: CpuTimes, rounds: int, *, plain: bool = False) -> CpuPerRound:
     return CpuPerRound(
         restate_ms=cpu.restate * 1000.0 / rounds,
-        endpoint_ms=cpu.endpoint * 1000.0 / rounds,
+        endpoint_ms=(cpu.plain if plain else cpu.endpoint) * 1000.0 / rounds,
         client_ms=cpu.client * 1000.0 / rounds,
     )

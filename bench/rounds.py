@@ -10,10 +10,11 @@ copy of it, has been checked.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from services.ingress import Ingress
 TENANT = "bench"
 TURN_TIMEOUT = 300.0
 """Seconds one ingress call may take; a scripted turn takes well under one."""
-PROJECTION_TIMEOUT = 120.0
+PROJECTION_TIMEOUT = 600.0
+"""Seconds the projector may take to catch up after the turns; with 200 agents at once it
+has fallen minutes behind."""
 AGENTS_PER_CLIENT = 100
 """httpx clients are thread-safe and open up to 100 connections: more agents than that
 would queue inside the client, so each hundred agents gets its own client. Clients are made
@@ -44,6 +47,8 @@ class Plan:
     """Turns the sequential benchmark runs, one after another, on one agent."""
     rounds: int
     """Rounds per turn."""
+    crowd: int = 200
+    """Agents in the crowded benchmark: `concurrent` with more agents."""
 
 
 @dataclass(frozen=True)
@@ -124,15 +129,28 @@ def sequential(target: Target, plan: Plan) -> Result:
 
 def concurrent(target: Target, plan: Plan) -> Result:
     """`plan.agents` agents, each running one turn, all started at the same moment."""
-    addresses = [f"{TENANT}.concurrent-{index}" for index in range(plan.agents)]
+    return _at_once(target, "concurrent", plan.agents, plan.rounds)
+
+
+def crowded(target: Target, plan: Plan) -> Result:
+    """`concurrent` with `plan.crowd` agents."""
+    return _at_once(target, "crowded", plan.crowd, plan.rounds)
+
+
+def _at_once(target: Target, name: str, agents: int, rounds: int) -> Result:
+    addresses = [f"{TENANT}.{name}-{index}" for index in range(agents)]
     with contextlib.ExitStack() as stack:
-        count = math.ceil(plan.agents / AGENTS_PER_CLIENT)
+        count = math.ceil(agents / AGENTS_PER_CLIENT)
         clients = [stack.enter_context(client(target)) for _ in range(count)]
+        turns = [
+            functools.partial(run_turn, clients[i // AGENTS_PER_CLIENT], address, 1, rounds)
+            for i, address in enumerate(addresses)
+        ]
 
-        def turns() -> list[Span]:
-            return _all_at_once(clients, addresses, plan.rounds)
+        def run() -> list[Span]:
+            return all_at_once(turns, addresses)
 
-        return _measure(target, Workload("concurrent", addresses, 1, plan.rounds, turns))
+        return _measure(target, Workload(name, addresses, 1, rounds, run))
 
 
 def _measure(target: Target, work: Workload) -> Result:
@@ -154,18 +172,15 @@ def _measure(target: Target, work: Workload) -> Result:
     return summarize(Run(work.name, work.rounds, spans, projected_at, cpu, timelines))
 
 
-def _all_at_once(clients: list[Ingress], addresses: list[str], rounds: int) -> list[Span]:
-    """One thread per agent; a barrier releases them together.
+def all_at_once(turns: Sequence[Callable[[], Span]], names: Sequence[str]) -> list[Span]:
+    """One thread per turn; a barrier releases them together.
 
     The threads are daemons and the barrier is aborted on the way out, so an interrupted
     run neither waits for turns in flight nor leaves a thread waiting at the barrier.
     """
-    barrier = threading.Barrier(len(addresses))
-    agents = [
-        _AgentThread(clients[i // AGENTS_PER_CLIENT], address, rounds, barrier)
-        for i, address in enumerate(addresses)
-    ]
-    threads = [threading.Thread(target=a.run, name=a.address, daemon=True) for a in agents]
+    barrier = threading.Barrier(len(turns))
+    agents = [_AgentThread(name, turn, barrier) for name, turn in zip(names, turns, strict=True)]
+    threads = [threading.Thread(target=a.run, name=a.name, daemon=True) for a in agents]
     try:
         for thread in threads:
             thread.start()
@@ -178,16 +193,15 @@ def _all_at_once(clients: list[Ingress], addresses: list[str], rounds: int) -> l
 
 @dataclass
 class _AgentThread:
-    ingress: Ingress
-    address: str
-    rounds: int
+    name: str
+    turn: Callable[[], Span]
     barrier: threading.Barrier
     outcome: Span | BaseException | None = None
 
     def run(self) -> None:
         try:
             self.barrier.wait()
-            self.outcome = run_turn(self.ingress, self.address, 1, self.rounds)
+            self.outcome = self.turn()
         except BaseException as error:  # noqa: BLE001 - raised in the main thread by span()
             self.outcome = error
 
@@ -195,5 +209,5 @@ class _AgentThread:
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         if self.outcome is None:
-            raise BenchError(f"{self.address}: its thread ended without a result.")
+            raise BenchError(f"{self.name}: its thread ended without a result.")
         return self.outcome

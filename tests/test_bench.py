@@ -1,0 +1,129 @@
+"""The benchmark's own logic, without a stack: which benchmarks run in which order, and how
+teaspill's figures are set beside the plain loop's and marked against the goals."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.__main__ import expand, parse_args
+from bench.baseline import PlainResult
+from bench.journal import JournalCost, ServiceCost
+from bench.results import CpuPerRound, Gaps, Result
+from bench.stats import Spread
+from bench.versus import Row, compare, render
+from services.stack.journal import Tally
+
+
+def spread(median: float, p95: float | None = None) -> Spread:
+    return Spread(median, p95 if p95 is not None else median, 10)
+
+
+def ours(name: str, *, ms: float = 10.0, rate: float = 100.0, lag: float = 0.0) -> Result:
+    none = spread(0.0)
+    return Result(
+        benchmark=name,
+        agents=1 if name == "sequential" else 50,
+        turns_per_agent=1,
+        rounds_per_turn=10,
+        per_round=spread(ms, 2 * ms),
+        in_agent=spread(ms),
+        rounds_per_second=rate,
+        wall_s=1.0,
+        projected_after_s=lag,
+        gaps=Gaps(none, none, none),
+        cpu=CpuPerRound(restate_ms=3.0, endpoint_ms=5.0, client_ms=1.0),
+    )
+
+
+def theirs(name: str, *, ms: float = 10.0, rate: float = 100.0) -> PlainResult:
+    return PlainResult(
+        benchmark=f"plain-{name}",
+        agents=1 if name == "sequential" else 50,
+        turns_per_agent=1,
+        rounds_per_turn=10,
+        per_round=spread(ms, 2 * ms),
+        rounds_per_second=rate,
+        wall_s=1.0,
+        cpu=CpuPerRound(restate_ms=1.0, endpoint_ms=1.0, client_ms=1.0),
+    )
+
+
+def rows_by_figure(rows: list[Row]) -> dict[str, Row]:
+    return {row.figure: row for row in rows}
+
+
+def test_versus_runs_each_pair_then_journal_and_sse_last() -> None:
+    assert expand(["sse", "versus"]) == [
+        "sequential",
+        "plain-sequential",
+        "concurrent",
+        "plain-concurrent",
+        "crowded",
+        "plain-crowded",
+        "journal",
+        "sse",
+    ]
+    assert expand(["journal", "sequential", "sequential"]) == ["sequential", "journal"]
+
+
+def test_an_unknown_benchmark_is_refused_with_the_names_there_are(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["plain"])
+    assert exited.value.code == 2
+    assert "unknown benchmark 'plain'; choose from sequential," in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("ms", "met"), [(15.0, True), (15.1, False)])
+def test_sequential_ms_per_round_may_be_at_most_one_and_a_half_times_the_plain_loop(
+    ms: float, met: bool
+) -> None:
+    rows = compare([ours("sequential", ms=ms)], [theirs("sequential", ms=10.0)], [])
+    row = rows_by_figure(rows)["sequential ms/round p50"]
+    assert row.ratio == pytest.approx(ms / 10.0)
+    assert row.met is met
+    assert rows_by_figure(rows)["sequential CPU ms/round"].ratio == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(("rate", "met"), [(70.0, True), (69.0, False)])
+def test_rounds_per_second_with_50_agents_must_be_at_least_0_7_of_the_plain_loop(
+    rate: float, met: bool
+) -> None:
+    rows = compare([ours("concurrent", rate=rate)], [theirs("concurrent", rate=100.0)], [])
+    assert rows_by_figure(rows)["rounds/s, 50 agents"].met is met
+
+
+@pytest.mark.parametrize(("lag", "met"), [(1.0, True), (1.2, False)])
+def test_the_projection_must_catch_up_within_a_second(lag: float, met: bool) -> None:
+    rows = compare([ours("concurrent", lag=lag)], [], [])
+    [row] = rows
+    assert (row.figure, row.plain, row.ratio, row.met) == (
+        "projection caught up, 50 agents, s",
+        None,
+        None,
+        met,
+    )
+
+
+def test_a_benchmark_without_its_twin_has_no_ratio_row() -> None:
+    assert compare([ours("sequential")], [theirs("concurrent")], []) == []
+
+
+def journal_cost(system: str, entries: int, size: int, invocations: int) -> JournalCost:
+    service = ServiceCost(invocations, entries, size)
+    return JournalCost(
+        system, 3, invocations, entries, size, {"S": service}, {"Command: Run": Tally(1, 9)}
+    )
+
+
+def test_journal_figures_are_per_round_and_shown_by_service_and_type() -> None:
+    costs = [journal_cost("teaspill", 143, 60_000, 13), journal_cost("plain loop", 14, 4_000, 1)]
+    rows = rows_by_figure(compare([], [], costs))
+    entries = rows["journal entries/round (3-round turn)"]
+    assert (entries.teaspill, entries.plain) == pytest.approx((143 / 3, 14 / 3))
+    assert rows["invocations/round (3-round turn)"].ratio == pytest.approx(13.0)
+    text = render(list(rows.values()), costs)
+    assert "teaspill: S" in text
+    assert "plain loop: all" in text
+    assert "1 / 9" in text
