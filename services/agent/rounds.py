@@ -172,8 +172,10 @@ class Rounds:
         )
 
     async def _flush_if_timed(self) -> None:
-        """Before a step (which may take long), once an earlier step has given the wake a
-        time: what happened so far reaches readers before the step runs."""
+        """Flush before a round's model step (a round's long wait) and before a tool call
+        that changes the world (so a person sees what is being done before it is done),
+        once an earlier step has given the wake a time. Other tool calls are flushed with
+        their round: one chunk and one projector send per round."""
         now = self._clock.now
         if now is not None:
             self._timeline.stamp(now)
@@ -186,7 +188,8 @@ class Rounds:
             self._refused(call_.id, call_.name, call_.arguments, problem)
             return ToolResult(call_.id, call_.name, "error", problem)
         self._add(ToolCalled(call_.id, call_.name, call_.arguments))
-        await self._flush_if_timed()
+        if self._tools.has_effects(call_.name):
+            await self._flush_if_timed()
         result = await self._ctx.run_typed(
             f"tool {call_.name} {call_.id}",
             self._tools.run,

@@ -33,6 +33,11 @@ class ToolRegistry:
     def definitions(self) -> tuple[ToolDefinition, ...]:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
 
+    def has_effects(self, name: str) -> bool:
+        """Whether the named tool changes the world (and so runs at most once)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.effects
+
     def run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
         """Run one call, stamped with when it ran (inside the journaled step, so a replay
         reads the same times). Never raises for the tool's own failures: they become
