@@ -16,6 +16,7 @@ import restate
 from schemas.chat import ChatMessage
 from schemas.events import Event
 from schemas.state import AgentRecord, Chunk, History, TimelineMark
+from services.agent import legacy
 
 RECORD = "agent"
 RUNNING = "running"
@@ -87,9 +88,24 @@ class Store(Reader):
         self._writer = ctx
         self._history: History | None = None
         self._history_changed = False
+        self._legacy: list[str] = []
+
+    async def record(self) -> AgentRecord:
+        """The record; for an agent whose state predates it, built from the old keys."""
+        record = await self._writer.get(RECORD, type_hint=AgentRecord)
+        if record is not None:
+            return record
+        keys = set(await self._writer.state_keys()) & set(legacy.KEYS)
+        self._legacy = sorted(keys)
+        raw = restate.serde.BytesSerde()
+        values = {key: await self._writer.get(key, serde=raw) for key in self._legacy}  # type: ignore[arg-type]
+        return legacy.record_from({k: v for k, v in values.items() if v}) or AgentRecord()
 
     def save(self, record: AgentRecord) -> None:
         self._writer.set(RECORD, record)
+        for key in self._legacy:
+            self._writer.clear(key)
+        self._legacy = []
 
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
