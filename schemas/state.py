@@ -57,3 +57,5 @@ class Answered(msgspec.Struct, frozen=True):
     """Recently answered approval requests, so a second answer gets a clear error."""
 
     requests: tuple[str, ...] = ()
+    ended: tuple[str, ...] = ()
+    """Those of `requests` abandoned when their turn ended unanswered."""

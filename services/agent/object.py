@@ -54,9 +54,10 @@ def agent_object(
         if running:
             ctx.cancel_invocation(running)
             return StopAnswer(True, f"Stopping the turn {address} is running.")
+        # The wake records the outcome on the timeline, for senders that do not wait.
+        send_wake(ctx, address, Stop())
         if await ctx.get(TURN, type_hint=TurnState) is not None:
-            send_wake(ctx, address, Stop())
-            return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
+            return StopAnswer(True, f"Stopping {address}'s turn, which waits for an answer.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
     @agent.handler(kind="shared")
