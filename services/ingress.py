@@ -48,6 +48,11 @@ class Ingress:
         raw = self._post(f"/Agent/{address}/stop", b"", None)
         return msgspec.json.decode(raw, type=StopAnswer)
 
+    def send_stop(self, address: str) -> str:
+        """One-way to the shared `stop` handler; the outcome lands on the timeline."""
+        raw = self._post(f"/Agent/{address}/stop/send", b"", None)
+        return str(msgspec.json.decode(raw)["invocationId"])
+
     def status(self, address: str) -> AgentStatus:
         raw = self._post(f"/Agent/{address}/status", b"", None)
         return msgspec.json.decode(raw, type=AgentStatus)

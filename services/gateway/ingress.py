@@ -9,12 +9,13 @@ import httpx
 import msgspec
 
 from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
-from schemas.events import Approvals, StopAnswer
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.gateway.errors import ApiError
 
 T = TypeVar("T")
+QUICK = 5.0
+"""Seconds to wait for Restate to accept a send, or for a read-only handler."""
 
 
 class IngressUnavailableError(ApiError):
@@ -54,18 +55,17 @@ class AsyncIngress:
         raw = await self._post(f"/Agent/{address}/wake/send", body, idempotency_key)
         return _invocation_id(raw)
 
-    async def approvals(self, address: str) -> Approvals:
-        return _decode(await self._post(f"/Agent/{address}/approvals", b"", None), Approvals)
-
-    async def answer(self, address: str, answer: Approval) -> str:
-        """One-way, keyed by the request: answering twice sends one answer."""
+    async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:
+        """One-way: Restate keeps the answer durably, even while the endpoint is down."""
         body = msgspec.json.encode(WakeEnvelope(answer))
-        key = f"approval {answer.request_id}"
-        raw = await self._post(f"/Agent/{address}/wake/send", body, key)
+        raw = await self._post(f"/Agent/{address}/wake/send", body, idempotency_key)
         return _invocation_id(raw)
 
-    async def stop(self, address: str) -> StopAnswer:
-        return _decode(await self._post(f"/Agent/{address}/stop", b"", None), StopAnswer)
+    async def stop(self, address: str, idempotency_key: str) -> str:
+        """One-way to the shared `stop` handler, which runs beside a running wake and
+        cancels it; a turn that waits is stopped by the wake it sends."""
+        raw = await self._post(f"/Agent/{address}/stop/send", b"", idempotency_key)
+        return _invocation_id(raw)
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         raw = await self._post(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec), None)
@@ -73,7 +73,8 @@ class AsyncIngress:
 
     async def latest_spec(self, tenant: str, kind: str) -> AgentSpec | None:
         """The tenant object's own answer, for when the projection has not caught up."""
-        raw = await self._post(f"/Tenant/{tenant}/spec", msgspec.json.encode(SpecQuery(kind)), None)
+        query = msgspec.json.encode(SpecQuery(kind))
+        raw = await self._post(f"/Tenant/{tenant}/spec", query, None, wait=QUICK)
         return _decode(raw, SpecAnswer).spec
 
     async def healthy(self) -> str:
@@ -86,12 +87,20 @@ class AsyncIngress:
             return f"answered {response.status_code} to its health check"
         return "ok"
 
-    async def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
+    async def _post(
+        self, path: str, body: bytes, idempotency_key: str | None, wait: float | None = None
+    ) -> bytes:
+        """A send is answered by Restate itself, at once; a call waits for the handler, so
+        one that only reads is given `QUICK` and never holds a client for long."""
         headers = {"content-type": "application/json"} if body else {}
         if idempotency_key:
             headers["idempotency-key"] = idempotency_key
         try:
-            response = await self._http.post(path, content=body, headers=headers)
+            if path.endswith("/send"):
+                wait = QUICK
+            response = await self._http.post(
+                path, content=body, headers=headers, timeout=wait or self._timeout
+            )
         except httpx.HTTPError as error:
             raise IngressUnavailableError(f"{error.__class__.__name__}: {error}") from error
         if response.status_code >= 400:
