@@ -20,9 +20,10 @@ from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
+from services.offer import deployment_offer
 from services.projection.projector import Projection, projector_service
 from services.settings import settings
-from services.tenant.object import tenant
+from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 
 Services = list[restate.Service | restate.VirtualObject]
@@ -35,7 +36,7 @@ def _control(services: Services, closers: list[Closer]) -> None:
         agent_object(
             load_tools(config.home, config.tool_modules), load_observers(config.observer_modules)
         ),
-        tenant,
+        offer_specs(deployment_offer(config)),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.append(projection.close)

@@ -56,4 +56,36 @@ def test_an_unpublished_kind_is_refused_with_a_sentence(stack: LiveStack) -> Non
 def test_a_spec_kind_must_be_a_plain_name(stack: LiveStack) -> None:
     with pytest.raises(IngressError) as refused:
         publish(stack, "specs", AgentSpec("no spaces please", "x"))
-    assert refused.value.status == 400
+    assert refused.value.status == 422
+    assert "field 'kind' ('no spaces please') must be 1 to 48" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (
+            {"kind": "k", "instructions": "x", "model": "nosuchmodel"},
+            "The published spec: field 'model': this deployment has no model 'nosuchmodel'. "
+            "It offers: script, smollm2.",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "model": "script", "tools": ["ledgr"]},
+            "this deployment has no tool 'ledgr'; did you mean 'ledger'?",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "limits": {"max_rounds": 0}},
+            "field 'limits.max_rounds' is 0; it must be a whole number from 1 to 100.",
+        ),
+        ({"kind": "k", "instructions": "x", "modle": "script"}, "Did you mean 'model'?"),
+        ({"kind": "k", "instructions": "x", "version": 7}, "field 'version' (7) cannot be set"),
+    ],
+)
+def test_a_publish_through_ingress_is_checked_against_the_deployment(
+    stack: LiveStack, body: dict[str, object], says: str
+) -> None:
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.call("/Tenant/specs-checked/publish", msgspec.json.encode(body))
+    assert refused.value.status == 422
+    assert says in refused.value.message
+    listed = stack.ingress.call("/Tenant/specs-checked/specs")
+    assert msgspec.json.decode(listed)["versions"] == []

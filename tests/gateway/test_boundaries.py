@@ -17,6 +17,7 @@ ALLOWED = (
     "services.keys",
     "services.settings",
     "services.projection.store",
+    "services.specs",
 )
 
 
