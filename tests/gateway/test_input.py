@@ -226,6 +226,36 @@ async def test_an_unpublished_kind_is_404(world: World, address: str) -> None:
             },
             422,
         ),
+        (
+            {
+                "deltas": [
+                    {
+                        "agent": "acme.a",
+                        "turn": 2**70,
+                        "round": 1,
+                        "attempt": "a",
+                        "offset": 0,
+                        "text": "",
+                    }
+                ]
+            },
+            422,
+        ),
+        (
+            {
+                "deltas": [
+                    {
+                        "agent": "acme.a",
+                        "turn": 1,
+                        "round": True,
+                        "attempt": "a",
+                        "offset": 0,
+                        "text": "",
+                    }
+                ]
+            },
+            422,
+        ),
     ],
 )
 async def test_a_bad_live_batch_is_4xx(world: World, body: object, status: int) -> None:
