@@ -32,11 +32,11 @@ Services = list[restate.Service | restate.VirtualObject]
 def _control(services: Services, closers: list[Closer]) -> None:
     config = settings()
     projection = Projection(config.home / "projection.db")
+    offer = deployment_offer(config)
+    tools = load_tools(config.home, config.tool_modules)
     services += [
-        agent_object(
-            load_tools(config.home, config.tool_modules), load_observers(config.observer_modules)
-        ),
-        offer_specs(deployment_offer(config)),
+        agent_object(tools, load_observers(config.observer_modules), offer),
+        offer_specs(offer),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.append(projection.close)

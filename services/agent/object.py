@@ -24,6 +24,7 @@ from services.agent.control import ControlledWake
 from services.agent.observers import Observer
 from services.agent.state import ANSWERED, RUNNING, TURN, send_wake, status
 from services.agent.timeline import read_page
+from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
 
 STEP_TIMEOUT = timedelta(minutes=10)
@@ -31,7 +32,7 @@ STEP_TIMEOUT = timedelta(minutes=10)
 
 
 def agent_object(
-    tools: ToolRegistry, observers: list[Observer] | None = None
+    tools: ToolRegistry, observers: list[Observer] | None = None, offer: Offer | None = None
 ) -> restate.VirtualObject:
     agent = restate.VirtualObject(
         "Agent",
@@ -45,6 +46,7 @@ def agent_object(
     async def wake(ctx: restate.ObjectContext, raw: bytes) -> WakeResult:
         address = _address(ctx.key())
         envelope = _decode(raw)
+        _check_inline(envelope, offer)
         return await _dispatch(ControlledWake(ctx, address, tools, observers or []), envelope)
 
     @agent.handler(kind="shared")
@@ -96,6 +98,17 @@ async def _dispatch(session: ControlledWake, envelope: WakeEnvelope) -> WakeResu
             return await session.on_timer(timer)
         case Stop() as stop:
             return await session.on_stop(stop)
+
+
+def _check_inline(envelope: WakeEnvelope, offer: Offer | None) -> None:
+    """A spec sent with a message is checked like a published one before anything
+    happens (a child's spec is its parent's, checked already)."""
+    wake = envelope.wake
+    if isinstance(wake, Message) and wake.spec is not None and wake.parent is None:
+        try:
+            check_spec(wake.spec, "The message's spec", offer)
+        except SpecError as error:
+            raise restate.TerminalError(str(error), status_code=422) from error
 
 
 def _address(key: str) -> str:

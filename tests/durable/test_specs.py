@@ -7,7 +7,7 @@ import pytest
 
 from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
 from schemas.events import TurnStarted
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message
 from services.executor.scripted import script
 from services.ingress import IngressError
@@ -89,3 +89,25 @@ def test_a_publish_through_ingress_is_checked_against_the_deployment(
     assert says in refused.value.message
     listed = stack.ingress.call("/Tenant/specs-checked/specs")
     assert msgspec.json.decode(listed)["versions"] == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (AgentSpec("k", "x", model="nosuchmodel"), "this deployment has no model 'nosuchmodel'"),
+        (AgentSpec("k", "x", model="script", tools=("ledgr",)), "did you mean 'ledger'?"),
+        (
+            AgentSpec("k", "x", model="script", limits=Limits(max_rounds=-3)),
+            "field 'limits.max_rounds' is -3; it must be a whole number from 1 to 100.",
+        ),
+    ],
+)
+def test_a_spec_sent_inline_through_ingress_is_checked_before_anything_happens(
+    stack: LiveStack, address: str, spec: AgentSpec, says: str
+) -> None:
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.wake(address, Message("hi", spec=spec))
+    assert refused.value.status == 422
+    assert refused.value.message.startswith("The message's spec: ")
+    assert says in refused.value.message
+    assert stack.ingress.status(address).last_seq == 0
