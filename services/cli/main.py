@@ -52,7 +52,13 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     tail.set_defaults(run=lambda a, s, i: talk.tail(i, a.address, a.after, follow=a.follow))
 
-    approve = verbs.add_parser("approve", help="answer an approval request")
+    approve = verbs.add_parser(
+        "approve",
+        help="answer an approval request",
+        description="Answer an approval request, one-way: Restate holds the answer durably "
+        "and the agent applies it in its next wake, even while its service restarts. "
+        "`teaspill tail` shows approval_answered, or approval_refused and why.",
+    )
     approve.add_argument("address")
     approve.add_argument("request_id", help="from the approval_requested event")
     approve.add_argument("--deny", action="store_true", help="deny instead of approving")
@@ -61,7 +67,13 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
         run=lambda a, s, i: talk.approve(i, a.address, a.request_id, deny=a.deny, note=a.note)
     )
 
-    stop = verbs.add_parser("stop", help="stop the agent's turn in progress")
+    stop = verbs.add_parser(
+        "stop",
+        help="stop the agent's turn in progress",
+        description="Stop the agent's turn in progress, one-way: Restate holds the stop "
+        "durably; a running turn ends `stopped` within seconds of its service running. "
+        "`teaspill tail` shows the ending, or stop_refused when no turn was in progress.",
+    )
     stop.add_argument("address")
     stop.set_defaults(run=lambda a, s, i: talk.stop(i, a.address))
 
