@@ -92,6 +92,25 @@ class ApprovalAbandoned(msgspec.Struct, frozen=True, tag="approval_abandoned"):
     outcome: Literal["unknown"] = "unknown"
 
 
+class ApprovalRefused(msgspec.Struct, frozen=True, tag="approval_refused"):
+    """An answer that changed nothing: the request was answered already (this answer came
+    second), is not one the agent asked, or its turn ended before the answer arrived."""
+
+    request_id: str
+    reason: Literal["already_answered", "unknown_request", "turn_ended"]
+    approve: bool
+    by: str = ""
+    message: str = ""
+    """One sentence saying why."""
+
+
+class StopRefused(msgspec.Struct, frozen=True, tag="stop_refused"):
+    """A stop that changed nothing: no turn was in progress when it arrived."""
+
+    reason: Literal["no_turn"] = "no_turn"
+    message: str = ""
+
+
 class TurnParked(msgspec.Struct, frozen=True, tag="turn_parked"):
     """No answer came in time. The turn keeps its place and resumes on an answer."""
 
@@ -119,6 +138,8 @@ EventBody = (
     | ApprovalRequested
     | ApprovalAnswered
     | ApprovalAbandoned
+    | ApprovalRefused
+    | StopRefused
     | TurnParked
     | TurnEnded
 )

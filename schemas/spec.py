@@ -30,6 +30,24 @@ class Limits(msgspec.Struct, frozen=True):
     """Seconds a turn waits for an approval before it is parked."""
 
 
+KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
+MAX_INSTRUCTIONS = 32768
+
+LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "max_rounds": (1, 100),
+    "max_tokens": (1, 32768),
+    "max_children": (0, 64),
+    "max_depth": (0, 10),
+    "max_turn_tokens": (0, 10_000_000),
+    "max_turn_seconds": (0, 86_400),
+    "max_daily_tokens": (0, 1_000_000_000),
+    "approval_timeout": (1, 2_592_000),
+}
+"""The smallest and largest value each limit takes (documented in docs/agents.md)."""
+
+WHOLE_LIMITS = frozenset(f.name for f in msgspec.structs.fields(Limits) if f.type is int)
+
+
 class AgentSpec(msgspec.Struct, frozen=True):
     kind: str
     instructions: str

@@ -68,5 +68,7 @@ class AgentRecord(msgspec.Struct, frozen=True):
     """Messages that arrived while a turn waited for its children, in arrival order."""
     answered: tuple[str, ...] = ()
     """The latest `KEEP_ANSWERED` approval requests that were answered or abandoned."""
+    abandoned: tuple[str, ...] = ()
+    """Those of `answered` that were abandoned: their turn ended before an answer came."""
     ledger: Ledger = Ledger()
     timeline: TimelineMark = TimelineMark()

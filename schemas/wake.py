@@ -6,6 +6,8 @@ one Struct per value, so the union travels inside `WakeEnvelope`.
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 from schemas.spec import AgentSpec
@@ -58,6 +60,14 @@ class Approval(msgspec.Struct, frozen=True, tag="approval"):
     approve: bool
     note: str = ""
     by: str = ""
+
+
+def answer_key(answer: Approval) -> str:
+    """The idempotency key of a one-way answer: the same answer from the same sender is one
+    send however often it is retried; a different answer is another send, which the agent
+    refuses on its timeline when the first one was applied."""
+    said = f"{answer.approve}\n{answer.by}\n{answer.note}".encode()
+    return f"approval {answer.request_id} {hashlib.sha256(said).hexdigest()[:24]}"
 
 
 class Stop(msgspec.Struct, frozen=True, tag="stop"):

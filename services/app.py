@@ -21,9 +21,10 @@ from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
+from services.offer import deployment_offer
 from services.projection.projector import Projection, projector_service
 from services.settings import settings
-from services.tenant.object import tenant
+from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 
 Services = list[restate.Service | restate.VirtualObject]
@@ -32,13 +33,11 @@ Services = list[restate.Service | restate.VirtualObject]
 def _control(services: Services, closers: list[Closer], model: ModelRunner | None) -> None:
     config = settings()
     projection = Projection(config.home / "projection.db")
+    offer = deployment_offer(config)
+    tools = load_tools(config.home, config.tool_modules)
     services += [
-        agent_object(
-            load_tools(config.home, config.tool_modules),
-            load_observers(config.observer_modules),
-            model,
-        ),
-        tenant,
+        agent_object(tools, load_observers(config.observer_modules), model, offer),
+        offer_specs(offer),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.append(projection.close)

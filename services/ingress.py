@@ -63,6 +63,11 @@ class Ingress:
         raw = self._post(f"{handler.path(key)}/send", handler.encode(value), idempotency_key)
         return invocation_id(raw)
 
+    def post(self, path: str, body: bytes = b"") -> bytes:
+        """Any handler by its path: for what a contract cannot express (a body a handler's
+        type would refuse to encode, in tests of what the handler does with it)."""
+        return self._post(path, body, None)
+
     def wake(self, address: str, wake: Wake, idempotency_key: str | None = None) -> WakeResult:
         """Wake the agent and wait until the wake's work is done."""
         raw = self._post(WAKE.path(address), WAKE.encode(WakeEnvelope(wake)), idempotency_key)
@@ -79,6 +84,10 @@ class Ingress:
 
     def stop(self, address: str) -> StopAnswer:
         return self.call(STOP, Empty(), address)
+
+    def send_stop(self, address: str) -> str:
+        """One-way to the shared `stop` handler; the outcome lands on the timeline."""
+        return self.send(STOP, Empty(), address)
 
     def status(self, address: str) -> AgentStatus:
         return self.call(STATUS, Empty(), address)
@@ -121,8 +130,16 @@ class AsyncIngress:
             await self._client.aclose()
             self._client = None
 
-    async def call(self, handler: Handler[In, Out], value: In, key: str | None = None) -> Out:
-        raw = await self._post(handler.path(key), handler.encode(value), None)
+    async def call(
+        self,
+        handler: Handler[In, Out],
+        value: In,
+        key: str | None = None,
+        *,
+        patience: float | None = None,
+    ) -> Out:
+        """`patience`, when given, replaces the client's timeout for this call."""
+        raw = await self._post(handler.path(key), handler.encode(value), None, patience)
         return handler.decode(raw)
 
     async def send(
@@ -131,12 +148,20 @@ class AsyncIngress:
         value: In,
         key: str | None = None,
         idempotency_key: str | None = None,
+        patience: float | None = None,
     ) -> str:
-        raw = await self._post(f"{handler.path(key)}/send", handler.encode(value), idempotency_key)
-        return invocation_id(raw)
+        path, body = f"{handler.path(key)}/send", handler.encode(value)
+        return invocation_id(await self._post(path, body, idempotency_key, patience))
 
-    async def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
-        response = await self.http.post(path, content=body, headers=headers(body, idempotency_key))
+    async def _post(
+        self, path: str, body: bytes, idempotency_key: str | None, patience: float | None
+    ) -> bytes:
+        response = await self.http.post(
+            path,
+            content=body,
+            headers=headers(body, idempotency_key),
+            timeout=patience if patience is not None else self._timeout,
+        )
         if response.status_code >= 400:
             raise error_of(response)
         return response.content

@@ -1,31 +1,161 @@
-"""Agent spec files: TOML or JSON, decoded into `AgentSpec` with sentences for errors."""
+"""Agent specs checked in one place, whoever sends them: a spec file the CLI reads, the
+body of `POST /v1/specs`, a publish or an inline spec through Restate ingress.
+
+A spec is refused with one sentence naming where it came from and the field: unknown
+fields (with the closest known one), a `version` (publishing assigns it), a kind that is
+not a name, limits outside their documented bounds (`schemas.spec.LIMIT_BOUNDS`), values
+of the wrong JSON type (no coercion: `"yes"` is not a boolean), and, when the deployment's
+offer is known, models and tools it does not have.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from schemas.spec import AgentSpec
+from schemas.spec import (
+    KIND_PATTERN,
+    LIMIT_BOUNDS,
+    MAX_INSTRUCTIONS,
+    WHOLE_LIMITS,
+    AgentSpec,
+    Limits,
+    grants,
+)
 
 
 class SpecError(ValueError):
-    pass
+    """A spec that is refused; `field` is the dotted name of the field at fault."""
+
+    def __init__(self, source: str, problem: str, field: str | None = None) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.field = field
 
 
-def load_spec(path: Path) -> AgentSpec:
+@dataclass(frozen=True)
+class Offer:
+    """The model and tool names a deployment has."""
+
+    models: tuple[str, ...]
+    tools: tuple[str, ...]
+
+
+def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
+    """A spec file, TOML or (by its `.json` suffix) JSON."""
     try:
         text = path.read_text()
     except OSError as error:
-        raise SpecError(f"Cannot read the spec file {path}: {error.strerror}.") from error
-    raw = _parse(path, text)
+        raise SpecError(f"Cannot read the spec file {path}", f"{error.strerror}.") from error
+    return parse_spec(_parse(path, text), f"The spec file {path}", offer)
+
+
+def parse_spec(raw: object, source: str, offer: Offer | None = None) -> AgentSpec:
+    """Decode and check a spec from plain data (a JSON or TOML document)."""
+    if not isinstance(raw, dict):
+        raise SpecError(source, "a spec must be an object (a table) of fields, such as kind.")
+    _known_fields(raw, AgentSpec, "", source)
+    version = raw.get("version", 0)
+    if version != 0 or type(version) is not int:
+        raise SpecError(
+            source,
+            f"field 'version' ({version!r}) cannot be set: publishing numbers the versions of "
+            "a kind 1, 2, 3... by itself, and a turn runs the newest one. Leave it out.",
+            "version",
+        )
+    limits = raw.get("limits")
+    if isinstance(limits, dict):
+        _known_fields(limits, Limits, "limits.", source)
+        _limits_in_bounds(limits, source)
+    spec = _convert(raw, source)
+    check_spec(spec, source, offer)
+    return spec
+
+
+def check_spec(spec: AgentSpec, source: str, offer: Offer | None = None) -> None:
+    """The checks a decoded spec still needs: its kind, sizes, bounds and names."""
+    if not re.fullmatch(KIND_PATTERN, spec.kind):
+        raise SpecError(
+            source, f"field 'kind' ({spec.kind!r}) must be 1 to 48 of A-Z a-z 0-9 - _.", "kind"
+        )
+    if len(spec.instructions) > MAX_INSTRUCTIONS:
+        raise SpecError(
+            source,
+            f"field 'instructions' is {len(spec.instructions)} characters; at most "
+            f"{MAX_INSTRUCTIONS} are accepted.",
+            "instructions",
+        )
+    _limits_in_bounds(msgspec.structs.asdict(spec.limits), source)
+    if offer is not None:
+        _offered(spec, offer, source)
+
+
+def _known_fields(
+    raw: dict[str, Any], type_: type[msgspec.Struct], prefix: str, source: str
+) -> None:
+    known = sorted(f.name for f in msgspec.structs.fields(type_) if f.name != "version")
+    for name in sorted(set(raw) - {*known, "version"}):
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+        hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
+        what = "Limits are" if prefix else "A spec has"
+        raise SpecError(
+            source,
+            f"unknown field '{prefix}{name}'.{hint} {what}: {', '.join(known)}.",
+            f"{prefix}{name}",
+        )
+
+
+def _limits_in_bounds(limits: dict[str, Any], source: str) -> None:
+    for name, value in limits.items():
+        low, high = LIMIT_BOUNDS[name]
+        whole = name in WHOLE_LIMITS
+        number = type(value) is int or (type(value) is float and not whole)
+        if not number or not low <= value <= high:
+            kind = "a whole number" if whole else "a number"
+            raise SpecError(
+                source,
+                f"field 'limits.{name}' is {value!r}; it must be {kind} from {low:g} to {high:g}.",
+                f"limits.{name}",
+            )
+
+
+def _offered(spec: AgentSpec, offer: Offer, source: str) -> None:
+    if spec.model not in offer.models:
+        raise SpecError(source, _absent("model", spec.model, offer.models), "model")
+    for name in grants(spec):
+        if name not in offer.tools:
+            raise SpecError(source, _absent("tool", name, offer.tools), "tools")
+
+
+def _absent(what: str, name: str, offered: tuple[str, ...]) -> str:
+    field = "model" if what == "model" else "tools"
+    return (
+        f"field '{field}': this deployment has no {what} {name!r}{_closest(name, offered)}"
+        f" It offers: {', '.join(offered) or 'none'}."
+    )
+
+
+def _closest(name: str, names: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else "."
+
+
+def _convert(raw: dict[str, Any], source: str) -> AgentSpec:
     try:
         return msgspec.convert(raw, type=AgentSpec)
     except msgspec.ValidationError as error:
-        raise SpecError(f"The spec in {path} is not valid: {error}.") from error
+        problem, _, where = str(error).partition(" - at `$.")
+        field = where.rstrip("`").replace("[...]", "") or None
+        said = f"field '{field}': {problem}." if field else f"{problem}."
+        if field == "tools":
+            said += " Tools are a list of names, or a table of names to allow, ask or deny."
+        raise SpecError(source, said, field) from error
 
 
 def _parse(path: Path, text: str) -> Any:
@@ -35,4 +165,4 @@ def _parse(path: Path, text: str) -> Any:
         return tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:
         kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise SpecError(f"The spec file {path} is not valid {kind}: {error}.") from error
+        raise SpecError(f"The spec file {path}", f"it is not valid {kind}: {error}.") from error

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.address import InvalidAddressError, child_address, parse_address
-from schemas.events import Event, TurnEnded, TurnStarted
+from schemas.events import ApprovalRefused, Event, StopRefused, TurnEnded, TurnStarted
 from schemas.export import HERE, PUBLISHED, render
 from schemas.wake import Message, WakeEnvelope
+from services.agent.legacy import OldAnswered
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -46,7 +47,13 @@ texts = st.text(max_size=50)
 @given(text=texts, seq=st.integers(1, 10**9), turn=st.integers(1, 10**6))
 def test_events_round_trip(text: str, seq: int, turn: int) -> None:
     at = datetime(2026, 11, 30, tzinfo=UTC)
-    for body in (TurnStarted(text, "kind", 2), TurnEnded("failed", reason=text)):
+    bodies = (
+        TurnStarted(text, "kind", 2),
+        TurnEnded("failed", reason=text),
+        ApprovalRefused(text, "already_answered", approve=True, by=text, message=text),
+        StopRefused(message=text),
+    )
+    for body in bodies:
         event = Event("acme.bot", seq, turn, 0, at, body)
         assert msgspec.json.decode(msgspec.json.encode(event), type=Event) == event
 
@@ -58,6 +65,12 @@ OLD_PAYLOADS = [
         Event,
     ),
     (b'{"wake":{"type":"message","text":"hi"}}', WakeEnvelope),
+    (
+        b'{"agent":"acme.bot","seq":4,"turn":1,"round":1,"at":"2026-11-30T00:00:00Z",'
+        b'"body":{"type":"approval_answered","request_id":"t1r1-call_0","approve":true}}',
+        Event,
+    ),
+    (b'{"requests":["t1r1-call_0"]}', OldAnswered),
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 import msgspec
 
@@ -21,10 +22,12 @@ from schemas.events import (
     AgentState,
     ApprovalAbandoned,
     ApprovalAnswered,
+    ApprovalRefused,
     ChildReported,
     EventBody,
     MessageQueued,
     Outcome,
+    StopRefused,
     TurnEnded,
     TurnParked,
     TurnStarted,
@@ -39,6 +42,7 @@ STOPPED = "Stopped on request."
 SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
 NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
 PARK, DEQUEUE = "park", "dequeue"
+RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
 
 # --- inputs: a wake, or what an effect produced ------------------------------------
 
@@ -269,11 +273,12 @@ def _end(
 ) -> Reaction:
     """Record the ending, keep the turn's messages, and report to the parent."""
     effects: list[Effect] = []
-    answered = record.answered
+    answered, abandoned = record.answered, record.abandoned
     if isinstance(turn.phase, AwaitingApproval):
         request = turn.phase.approval.request_id
         effects.append(Emit(turn.number, turn.round, (ApprovalAbandoned(request),)))
         answered = _remember(answered, request)
+        abandoned = tuple(r for r in (*abandoned, request) if r in answered)
     succeeded = outcome == "succeeded"
     body = TurnEnded(
         outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
@@ -283,7 +288,9 @@ def _end(
         report = ChildFinished(address, turn.parent.turn, turn.parent.call_id, outcome, text)
         key = f"finished {address} {turn.number}"
         effects.append(SendWake(turn.parent.address, report, key=key))
-    ended = msgspec.structs.replace(record, turn=None, last_outcome=outcome, answered=answered)
+    ended = msgspec.structs.replace(
+        record, turn=None, last_outcome=outcome, answered=answered, abandoned=abandoned
+    )
     return Reaction(ended, tuple(effects), reply=text if succeeded else "")
 
 
@@ -323,8 +330,9 @@ def _on_approval(record: AgentRecord, answer: Approval) -> Reaction:
         turn is None
         or not isinstance(phase, AwaitingApproval)
         or phase.approval.request_id != answer.request_id
+        or phase.approval.answer is not None
     ):
-        return Reaction(record, (_no_such_request(record, answer.request_id),))
+        return _refuse_answer(record, answer)
     answered = msgspec.structs.replace(phase.approval, answer=answer.approve, note=answer.note)
     resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
     event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by)
@@ -334,14 +342,25 @@ def _on_approval(record: AgentRecord, answer: Approval) -> Reaction:
     return Reaction(updated, (Emit(turn.number, turn.round, (event,)), Drive(resumed)))
 
 
-def _no_such_request(record: AgentRecord, request_id: str) -> Refuse:
-    if request_id in record.answered:
-        return Refuse(
-            409,
-            f"Approval request {request_id!r} was already answered (or its turn ended); "
-            "nothing was changed.",
-        )
-    return Refuse(404, f"There is no pending approval request {request_id!r} for this agent.")
+def _refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:
+    """An answer that changes nothing is recorded (its sender may not wait for the wake)
+    and refused to a sender that waits."""
+    request = answer.request_id
+    reason: RefusalReason
+    if request in record.abandoned:
+        reason, status = "turn_ended", 409
+        sentence = f"Approval request {request!r} was not answered before its turn ended"
+    elif request in record.answered:
+        reason, status = "already_answered", 409
+        sentence = f"Approval request {request!r} was already answered"
+    else:
+        reason, status = "unknown_request", 404
+        sentence = f"There is no pending approval request {request!r} for this agent"
+    sentence += "; nothing was changed." if status == 409 else "."
+    refused = ApprovalRefused(request, reason, answer.approve, answer.by, sentence)
+    turn = record.turn
+    number, round_ = (turn.number, turn.round) if turn is not None else (record.turns, 0)
+    return Reaction(record, (Emit(number, round_, (refused,)), Refuse(status, sentence)))
 
 
 def _remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:
@@ -368,7 +387,8 @@ def _on_stop(address: str, record: AgentRecord) -> Reaction:
     """Stop a turn that waits or is parked. (A running turn is stopped by cancelling its
     invocation: see the `stop` handler.)"""
     if record.turn is None:
-        return Reaction(record, note=NOTHING_TO_STOP)
+        refused = Emit(record.turns, 0, (StopRefused(message=NOTHING_TO_STOP),))
+        return Reaction(record, (refused,), note=NOTHING_TO_STOP)
     ended = _end(address, record, record.turn, "stopped", STOPPED)
     return _then(ended, _next(address, ended.record))
 

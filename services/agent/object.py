@@ -18,13 +18,14 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.harness import AwaitingApproval
-from schemas.wake import Stop, WakeEnvelope
+from schemas.wake import Message, Stop, WakeEnvelope
 from services.agent.observers import Observer
 from services.agent.rounds import LocalModel
 from services.agent.store import Reader
 from services.agent.wake import WakeDriver, status
 from services.contracts import AGENT, APPROVALS, STATUS, STOP, TIMELINE, WAKE
 from services.durable import send
+from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
 
 STEP_TIMEOUT = timedelta(minutes=15)
@@ -35,9 +36,11 @@ def agent_object(
     tools: ToolRegistry,
     observers: list[Observer] | None = None,
     model: LocalModel | None = None,
+    offer: Offer | None = None,
 ) -> restate.VirtualObject:
     """`model`, when given, runs model steps in this process as local journaled steps;
-    without it they are durable calls to the `Model` service."""
+    without it they are durable calls to the `Model` service. `offer` names the models and
+    tools a spec sent with a message may use."""
     agent = restate.VirtualObject(
         AGENT,
         description="An AI agent: handles one wake at a time and records a timeline.",
@@ -50,6 +53,7 @@ def agent_object(
     async def wake(ctx: restate.ObjectContext, raw: bytes) -> WakeResult:
         address = _address(ctx.key())
         envelope = _decode(raw)
+        _check_inline(envelope, offer)
         driver = WakeDriver(ctx, address, tools, observers or [], model)
         return await driver.run(envelope.wake)
 
@@ -60,10 +64,11 @@ def agent_object(
         running = await reader.running()
         if running:
             ctx.cancel_invocation(running)
-            return StopAnswer(True, f"Stopping the running turn of {address}.")
+            return StopAnswer(True, f"Stopping {address}'s running turn.")
+        # The wake records the outcome on the timeline, for senders that do not wait.
+        send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
         if (await reader.record()).turn is not None:
-            send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
-            return StopAnswer(True, f"Stopping the waiting turn of {address}.")
+            return StopAnswer(True, f"Stopping {address}'s turn, which waits for an answer.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
     @agent.handler(name=APPROVALS.name, kind="shared")
@@ -93,6 +98,17 @@ def agent_object(
         return TimelinePage(events=events, last_seq=last_seq)
 
     return agent
+
+
+def _check_inline(envelope: WakeEnvelope, offer: Offer | None) -> None:
+    """A spec sent with a message is checked like a published one before anything
+    happens (a child's spec is its parent's, checked already)."""
+    wake = envelope.wake
+    if isinstance(wake, Message) and wake.spec is not None and wake.parent is None:
+        try:
+            check_spec(wake.spec, "The message's spec", offer)
+        except SpecError as error:
+            raise restate.TerminalError(str(error), status_code=422) from error
 
 
 def _address(key: str) -> str:

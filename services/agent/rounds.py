@@ -149,7 +149,7 @@ class Rounds:
         self.ledger = self._pipeline.before_model(
             self.turn, self.ledger, request, now, self._active()
         )
-        await self._flush_if_timed()
+        await self._flush()
         reply = await self._generate(request)
         self._clock.saw(reply.started, reply.finished)
         self._timeline.stamp(reply.started)
@@ -171,14 +171,14 @@ class Rounds:
             ModelReply,
         )
 
-    async def _flush_if_timed(self) -> None:
+    async def _flush(self) -> None:
         """Flush before a round's model step (a round's long wait) and before a tool call
-        that changes the world (so a person sees what is being done before it is done),
-        once an earlier step has given the wake a time. Other tool calls are flushed with
-        their round: one chunk and one projector send per round."""
-        now = self._clock.now
-        if now is not None:
-            self._timeline.stamp(now)
+        that changes the world (so a person sees what is being done before it is done).
+        Other tool calls are flushed with their round: one chunk and one projector send
+        per round, and one more at the end of the wake. Only the wake's first flush may
+        read the clock, when no step has given the wake a time yet."""
+        if self._timeline.pending:
+            self._timeline.stamp(await self._clock.read())
             await self._timeline.flush("running", self._clock.read)
 
     async def _call_tool(self, command: CallTool) -> ToolResult:
@@ -189,7 +189,7 @@ class Rounds:
             return ToolResult(call_.id, call_.name, "error", problem)
         self._add(ToolCalled(call_.id, call_.name, call_.arguments))
         if self._tools.has_effects(call_.name):
-            await self._flush_if_timed()
+            await self._flush()
         result = await self._ctx.run_typed(
             f"tool {call_.name} {call_.id}",
             self._tools.run,

@@ -58,6 +58,11 @@ class Timeline:
             self._seq += 1
             self._buffer.append(_Pending(self._seq, turn, round_, body, at))
 
+    @property
+    def pending(self) -> bool:
+        """Whether events wait for a flush."""
+        return bool(self._buffer)
+
     def stamp(self, at: float) -> None:
         """Give events that have no time yet this one (the start of the next step)."""
         for pending in self._buffer:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 
 from schemas.catalog import ApiKey, KeyRef, Scope
+from schemas.spec import AgentSpec
 from services.contracts import (
     ADD_KEY,
     KEYS,
@@ -21,7 +21,6 @@ from services.ingress import Ingress
 from services.keys import new_key
 from services.projection.store import ProjectionStore
 from services.settings import Settings
-from services.specs import load_spec
 
 
 def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
@@ -48,8 +47,7 @@ def _key_line(key: ApiKey) -> str:
     return f"{key.id}  {key.scope:5}  created {key.created_at:%Y-%m-%d %H:%M}  {revoked}"
 
 
-def specs_publish(ingress: Ingress, tenant: str, path: Path) -> None:
-    spec = load_spec(path)
+def specs_publish(ingress: Ingress, tenant: str, spec: AgentSpec) -> None:
     published = ingress.call(PUBLISH, spec, tenant)
     print(f"Published {published.spec.kind} version {published.spec.version} for {tenant}.")
 

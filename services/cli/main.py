@@ -7,9 +7,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from schemas.spec import AgentSpec
 from services.cli import admin, stack, talk
 from services.ingress import Ingress, IngressError
 from services.keys import SCOPES
+from services.offer import deployment_offer
 from services.settings import Settings
 from services.specs import SpecError, load_spec
 from services.stack import StackError
@@ -42,7 +44,7 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     chat = verbs.add_parser("chat", help="talk to an agent interactively")
     chat.add_argument("address")
     chat.add_argument("--spec", type=Path, default=EXAMPLE_SPEC)
-    chat.set_defaults(run=lambda a, s, i: talk.chat(i, a.address, load_spec(a.spec)))
+    chat.set_defaults(run=lambda a, s, i: talk.chat(i, a.address, spec_file(a.spec, s)))
 
     tail = verbs.add_parser("tail", help="print an agent's timeline, and follow it with -f")
     tail.add_argument("address")
@@ -50,7 +52,13 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     tail.set_defaults(run=lambda a, s, i: talk.tail(i, a.address, a.after, follow=a.follow))
 
-    approve = verbs.add_parser("approve", help="answer an approval request")
+    approve = verbs.add_parser(
+        "approve",
+        help="answer an approval request",
+        description="Answer an approval request, one-way: Restate holds the answer durably "
+        "and the agent applies it in its next wake, even while its service restarts. "
+        "`teaspill tail` shows approval_answered, or approval_refused and why.",
+    )
     approve.add_argument("address")
     approve.add_argument("request_id", help="from the approval_requested event")
     approve.add_argument("--deny", action="store_true", help="deny instead of approving")
@@ -59,7 +67,13 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
         run=lambda a, s, i: talk.approve(i, a.address, a.request_id, deny=a.deny, note=a.note)
     )
 
-    stop = verbs.add_parser("stop", help="stop the agent's turn in progress")
+    stop = verbs.add_parser(
+        "stop",
+        help="stop the agent's turn in progress",
+        description="Stop the agent's turn in progress, one-way: Restate holds the stop "
+        "durably; a running turn ends `stopped` within seconds of its service running. "
+        "`teaspill tail` shows the ending, or stop_refused when no turn was in progress.",
+    )
     stop.add_argument("address")
     stop.set_defaults(run=lambda a, s, i: talk.stop(i, a.address))
 
@@ -84,7 +98,7 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     publish = specs.add_parser("publish", help="publish a spec file as a new version")
     publish.add_argument("tenant")
     publish.add_argument("file", type=Path)
-    publish.set_defaults(run=lambda a, s, i: admin.specs_publish(i, a.tenant, a.file))
+    publish.set_defaults(run=lambda a, s, i: admin.specs_publish(i, a.tenant, spec_file(a.file, s)))
     slist = specs.add_parser("list", help="a tenant's published specs")
     slist.add_argument("tenant")
     slist.set_defaults(run=lambda a, s, i: admin.specs_list(i, a.tenant))
@@ -133,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     match args.command:
         case "up":
-            return stack.up(settings, load_spec(args.spec), args)
+            return stack.up(settings, spec_file(args.spec, settings), args)
         case "down":
             return stack.down(settings)
         case "status":
@@ -147,10 +161,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _send(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
-    spec = load_spec(args.spec) if args.spec else None
+    spec = spec_file(args.spec, settings) if args.spec else None
     if args.follow:
         return talk.send_following(ingress, args.address, args.text, spec)
     return talk.send(ingress, args.address, args.text, spec, show=args.timeline)
+
+
+def spec_file(path: Path, settings: Settings) -> AgentSpec:
+    """A spec file, checked as a publish is: models and tools this deployment has."""
+    return load_spec(path, deployment_offer(settings))
 
 
 def _status_text(ingress: Ingress, address: str) -> str:

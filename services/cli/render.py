@@ -9,12 +9,14 @@ from typing import Any
 from schemas.events import (
     ApprovalAbandoned,
     ApprovalAnswered,
+    ApprovalRefused,
     ApprovalRequested,
     ChildReported,
     ChildSpawned,
     Event,
     MessageQueued,
     ModelMessage,
+    StopRefused,
     ToolCalled,
     ToolFinished,
     TurnEnded,
@@ -62,6 +64,8 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     ),
     ApprovalAnswered: _answered,
     ApprovalAbandoned: lambda e, b: f"{b.request_id} abandoned: its outcome is unknown",
+    ApprovalRefused: lambda e, b: f"an answer to {b.request_id} was refused: {b.message}",
+    StopRefused: lambda e, b: f"a stop was refused: {b.message}",
     TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
     TurnEnded: _ended,
 }

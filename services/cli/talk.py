@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 
 from schemas.events import Event, TurnEnded
 from schemas.spec import AgentSpec
-from schemas.wake import Approval, Message
+from schemas.wake import Approval, Message, answer_key
 from services.cli.render import describe
 from services.contracts import APPROVALS, Empty
 from services.ingress import Ingress
@@ -111,14 +111,20 @@ def send_following(ingress: Ingress, address: str, text: str, spec: AgentSpec | 
 
 
 def approve(ingress: Ingress, address: str, request_id: str, *, deny: bool, note: str) -> int:
-    result = ingress.wake(address, Approval(request_id, approve=not deny, note=note, by="cli"))
-    print(f"{'Denied' if deny else 'Approved'} {request_id}; {address} is {result.status.state}.")
-    if result.reply:
-        print(result.reply)
+    answer = Approval(request_id, approve=not deny, note=note, by="cli")
+    ingress.send_wake(address, answer, answer_key(answer))
+    verdict = "denial" if deny else "approval"
+    print(f"Accepted: Restate holds your {verdict} of {request_id}. {_APPLIED.format(address)}")
     return 0
 
 
 def stop(ingress: Ingress, address: str) -> int:
-    answer = ingress.stop(address)
-    print(answer.message)
+    ingress.send_stop(address)
+    print(f"Accepted: Restate holds your stop. {_APPLIED.format(address)}")
     return 0
+
+
+_APPLIED = (
+    "{0} applies it in its next wake, even if its service is restarting now; "
+    "`teaspill tail {0}` shows the outcome."
+)

@@ -13,15 +13,16 @@ import httpx
 import msgspec
 
 from schemas.catalog import PublishedSpec, SpecQuery
-from schemas.events import Approvals, StopAnswer
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
-from services.contracts import APPROVALS, LATEST_SPEC, PUBLISH, STOP, WAKE, Empty
+from services.contracts import LATEST_SPEC, PUBLISH, STOP, WAKE, Empty
 from services.gateway.errors import ApiError
 from services.ingress import AsyncIngress as Client
 from services.ingress import IngressError
 
 T = TypeVar("T")
+QUICK = 5.0
+"""Seconds to wait for Restate to accept a send, or for a read-only handler."""
 
 
 class IngressUnavailableError(ApiError):
@@ -44,25 +45,25 @@ class AsyncIngress:
     ) -> str:
         """One-way: returns the invocation id as soon as Restate has the message."""
         envelope = WakeEnvelope(Message(text, kind=kind))
-        return await _answer(self._client.send(WAKE, envelope, address, idempotency_key))
+        return await _answer(self._client.send(WAKE, envelope, address, idempotency_key, QUICK))
 
-    async def approvals(self, address: str) -> Approvals:
-        return await _answer(self._client.call(APPROVALS, Empty(), address))
+    async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:
+        """One-way: Restate keeps the answer durably, even while the endpoint is down."""
+        send = self._client.send(WAKE, WakeEnvelope(answer), address, idempotency_key, QUICK)
+        return await _answer(send)
 
-    async def answer(self, address: str, answer: Approval) -> str:
-        """One-way, keyed by the request: answering twice sends one answer."""
-        key = f"approval {answer.request_id}"
-        return await _answer(self._client.send(WAKE, WakeEnvelope(answer), address, key))
-
-    async def stop(self, address: str) -> StopAnswer:
-        return await _answer(self._client.call(STOP, Empty(), address))
+    async def stop(self, address: str, idempotency_key: str) -> str:
+        """One-way to the shared `stop` handler, which runs beside a running wake and
+        cancels it; a turn that waits is stopped by the wake it sends."""
+        return await _answer(self._client.send(STOP, Empty(), address, idempotency_key, QUICK))
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         return await _answer(self._client.call(PUBLISH, spec, tenant))
 
     async def latest_spec(self, tenant: str, kind: str) -> AgentSpec | None:
         """The tenant object's own answer, for when the projection has not caught up."""
-        return (await _answer(self._client.call(LATEST_SPEC, SpecQuery(kind), tenant))).spec
+        query = self._client.call(LATEST_SPEC, SpecQuery(kind), tenant, patience=QUICK)
+        return (await _answer(query)).spec
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

@@ -16,7 +16,9 @@ AgentStatusName = Literal["idle", "running", "waiting", "parked"]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """No coercion: a boolean is only a JSON boolean, an integer only a JSON integer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class MessageIn(Strict):
@@ -28,28 +30,34 @@ class MessageIn(Strict):
     )
 
 
-class MessageAccepted(Strict):
-    address: str
-    invocation_id: str = Field(description="Restate's id of the wake that carries it.")
-    after_seq: int = Field(description="The agent's last recorded seq when it was sent.")
-    events_url: str = Field(description="Follow from here to see what the message does.")
-
-
 class ApprovalIn(Strict):
-    approve: bool = Field(description="true runs the call; false tells the model it was denied.")
+    approve: bool = Field(
+        description="true runs the call; false tells the model it was denied. Only a JSON boolean."
+    )
     note: str = Field(default="", max_length=2000, description="A note the model will read.")
 
 
-class ApprovalAccepted(Strict):
+class Accepted(Strict):
+    """202: Restate holds the request durably and the agent applies it in its next wake,
+    even if the service endpoint is restarting; the outcome lands on the timeline."""
+
     address: str
+    invocation_id: str = Field(description="Restate's id of the invocation that carries it.")
+    after_seq: int = Field(description="The agent's last recorded seq when it was sent.")
+    events_url: str = Field(description="Follow from here to see its outcome.")
+
+
+class MessageAccepted(Accepted):
+    pass
+
+
+class ApprovalAccepted(Accepted):
     request_id: str
     approve: bool
-    invocation_id: str = Field(description="Restate's id of the wake that carries the answer.")
 
 
-class StopOut(Strict):
-    stopping: bool = Field(description="false when the agent had no turn in progress.")
-    message: str = Field(description="One sentence saying what happens.")
+class StopAccepted(Accepted):
+    message: str = Field(description="One sentence saying what happens next.")
 
 
 class AgentOut(Strict):

@@ -1,17 +1,26 @@
-"""Turn control: answer an approval request, stop a turn."""
+"""Turn control: answer an approval request, stop a turn.
+
+Both are one-way sends to Restate ingress, answered 202 as soon as Restate holds them,
+whatever the state of the service endpoint. Their idempotency keys are made from the
+request, so a client's retry is the same send. What the projection already shows to be
+impossible is refused at once (404, 409); the agent decides the rest and records the
+outcome on its timeline.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path
 
-from schemas.wake import Approval
+from schemas.wake import Approval, answer_key
 from services.gateway.auth import Owned, owned
 from services.gateway.errors import ApiError
-from services.gateway.models import ApprovalAccepted, ApprovalIn, StopOut
+from services.gateway.models import ApprovalAccepted, ApprovalIn, StopAccepted
 from services.gateway.openapi import errors
+from services.gateway.routes_timeline import known
 from services.gateway.runtime import Runtime, runtime
+from services.projection.store import ApprovalRow
 
 router = APIRouter(tags=["control"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -31,29 +40,51 @@ async def answer_approval(
     agent: Annotated[Owned, Depends(owned("write"))],
     rt: Rt,
 ) -> ApprovalAccepted:
-    """Approve or deny the call the agent waits on; the turn goes on where it paused.
-    A request that was answered already is 409; one that does not exist is 404."""
-    known = await rt.ingress.approvals(agent.address)
-    if known.pending != request_id:
-        if request_id in known.answered:
-            raise ApiError(409, f"approval request {request_id} was already answered")
-        raise ApiError(404, f"agent {agent.address} has no pending approval {request_id}")
+    """Approve or deny the call the agent waits on (202). The agent applies the answer in
+    its next wake, even if the endpoint is restarting now: `approval_answered` says it was
+    applied, `approval_refused` why not. A request the timeline does not show is 404; one
+    it shows answered, or whose turn ended, is 409."""
+    row = await known(rt, agent.address)
+    story = await rt.catalog.read(lambda store: store.approval(agent.address, request_id))
+    _check_answerable(agent.address, request_id, story)
     wake = Approval(request_id, answer.approve, answer.note, by=agent.caller.key_id)
-    invocation = await rt.ingress.answer(agent.address, wake)
+    invocation = await rt.ingress.answer(agent.address, wake, answer_key(wake))
+    after = row.last_seq if row is not None else 0
     return ApprovalAccepted(
         address=agent.address,
+        invocation_id=invocation,
+        after_seq=after,
+        events_url=f"/v1/agents/{agent.address}/events?after={after}",
         request_id=request_id,
         approve=answer.approve,
-        invocation_id=invocation,
     )
 
 
-@router.post("/v1/agents/{address}/stop", responses=errors(400, 401, 403, 404, 503))
-async def stop_turn(
-    agent: Annotated[Owned, Depends(owned("write"))], rt: Rt, response: Response
-) -> StopOut:
-    """Stop the turn in progress within seconds, even mid-generation (202). An idle agent
-    has nothing to stop (200, `stopping: false`)."""
-    answer = await rt.ingress.stop(agent.address)
-    response.status_code = 202 if answer.stopping else 200
-    return StopOut(stopping=answer.stopping, message=answer.message)
+@router.post(
+    "/v1/agents/{address}/stop", status_code=202, responses=errors(400, 401, 403, 404, 503)
+)
+async def stop_turn(agent: Annotated[Owned, Depends(owned("write"))], rt: Rt) -> StopAccepted:
+    """Stop the turn in progress (202): within seconds once the endpoint runs, even
+    mid-generation. The turn ends `stopped`; if no turn was in progress when the stop
+    arrived, `stop_refused` says so."""
+    row = await known(rt, agent.address)
+    after = row.last_seq if row is not None else 0
+    invocation = await rt.ingress.stop(agent.address, f"stop after {after}")
+    return StopAccepted(
+        address=agent.address,
+        invocation_id=invocation,
+        after_seq=after,
+        events_url=f"/v1/agents/{agent.address}/events?after={after}",
+        message=f"The stop is accepted; {agent.address}'s timeline will show its outcome.",
+    )
+
+
+def _check_answerable(address: str, request_id: str, story: ApprovalRow | None) -> None:
+    if story is None:
+        raise ApiError(404, f"agent {address} has no approval request {request_id}")
+    if story.answered:
+        raise ApiError(409, f"approval request {request_id} was already answered")
+    if story.turn_ended:
+        raise ApiError(
+            409, f"approval request {request_id} can no longer be answered: its turn ended"
+        )

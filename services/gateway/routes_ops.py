@@ -88,6 +88,9 @@ def check_live_token(expected: str, given: str | None) -> None:
         raise ApiError(401, "missing or wrong X-Teaspill-Live-Token header")
 
 
+MAX_NUMBER = 2**62
+
+
 def decode_batch(body: bytes) -> LiveBatch:
     try:
         batch = msgspec.json.decode(body, type=LiveBatch)
@@ -105,5 +108,8 @@ def check_delta(delta: LiveDelta) -> None:
         parse_address(delta.agent)
     except InvalidAddressError as error:
         raise ApiError(422, f"a delta's agent is not an address: {error}") from error
-    if min(delta.turn, delta.round, delta.offset) < 0:
-        raise ApiError(422, "a delta's turn, round and offset must be 0 or more")
+    if (
+        min(delta.turn, delta.round, delta.offset) < 0
+        or max(delta.turn, delta.round, delta.offset) > MAX_NUMBER
+    ):
+        raise ApiError(422, "a delta's turn, round and offset must be whole numbers from 0 to 2^62")

@@ -60,6 +60,13 @@ class AgentRow:
     last_activity: str
 
 
+@dataclass(frozen=True)
+class ApprovalRow:
+    turn: int
+    answered: bool
+    turn_ended: bool
+
+
 class ProjectionStore:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
@@ -178,6 +185,26 @@ class ProjectionStore:
                 break
             events.append(msgspec.json.decode(raw, type=Event))
         return events
+
+    async def approval(self, agent: str, request_id: str) -> ApprovalRow | None:
+        """What the timeline shows of one approval request: None when it was never asked."""
+        rows = await self._db.execute_fetchall(
+            "select type, turn from events where agent = ? and type in"
+            " ('approval_requested', 'approval_answered', 'approval_abandoned')"
+            " and json_extract(cast(event as text), '$.body.request_id') = ?",
+            (agent, request_id),
+        )
+        types = {row[0]: row[1] for row in rows}
+        if "approval_requested" not in types:
+            return None
+        turn = types["approval_requested"]
+        ended = await self._one_or_none(
+            "select 1 from events where agent = ? and turn = ? and type = 'turn_ended'",
+            agent,
+            turn,
+        )
+        answered = "approval_answered" in types
+        return ApprovalRow(turn, answered, ended is not None or "approval_abandoned" in types)
 
     async def agent(self, address: str) -> AgentRow | None:
         row = await self._one_or_none("select * from agents where address = ?", address)

@@ -33,6 +33,7 @@ from services.contracts import (
 )
 from services.contracts import KEYS as KEYS_HANDLER
 from services.durable import send
+from services.specs import Offer, SpecError, parse_spec
 
 KEYS = "keys"
 
@@ -44,17 +45,37 @@ def spec_key(kind: str) -> str:
 tenant = restate.VirtualObject(
     TENANT, description="Published agent specs and API keys of one tenant."
 )
+OFFER: list[Offer] = []
+"""What this deployment offers, set by the composition root (`offer_specs`); until it is
+set, publishes are checked for everything but model and tool names."""
 
 
-@tenant.handler(name=PUBLISH.name)
-async def publish(ctx: restate.ObjectContext, spec: AgentSpec) -> PublishedSpec:
-    _check_kind(spec.kind)
+def offer_specs(offer: Offer) -> restate.VirtualObject:
+    OFFER[:] = [offer]
+    return tenant
+
+
+@tenant.handler(name=PUBLISH.name, input_serde=restate.serde.BytesSerde())
+async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
+    spec = _checked(raw)
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
     versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
     published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
     ctx.set(spec_key(spec.kind), SpecVersions((*stored.versions, published)))
     send(ctx, PROJECT_SPEC, published, key=ctx.key())
     return published
+
+
+def _checked(raw: bytes) -> AgentSpec:
+    """The same checks as the CLI's and the gateway's, with the names this deployment has."""
+    try:
+        return parse_spec(msgspec.json.decode(raw), "The published spec", *OFFER[:1])
+    except msgspec.DecodeError as error:
+        raise restate.TerminalError(
+            f"The published spec is not valid JSON: {error}.", 400
+        ) from error
+    except SpecError as error:
+        raise restate.TerminalError(str(error), 422) from error
 
 
 @tenant.handler(name=LATEST_SPEC.name, kind="shared")
@@ -102,13 +123,6 @@ async def list_specs(ctx: restate.ObjectSharedContext) -> SpecVersions:
             stored = await ctx.get(name, type_hint=SpecVersions)
             versions.extend(stored.versions if stored else ())
     return SpecVersions(tuple(versions))
-
-
-def _check_kind(kind: str) -> None:
-    if not kind or len(kind) > 48 or not all(c.isalnum() or c in "-_" for c in kind):
-        raise restate.TerminalError(
-            f"spec kind {kind!r} must be 1 to 48 letters, digits, '-' or '_'", 400
-        )
 
 
 async def _now(ctx: restate.ObjectContext) -> datetime:

@@ -11,8 +11,10 @@ from schemas.chat import ChatMessage, ToolCall
 from schemas.events import (
     ApprovalAbandoned,
     ApprovalAnswered,
+    ApprovalRefused,
     ChildReported,
     MessageQueued,
+    StopRefused,
     TurnEnded,
     TurnParked,
     TurnStarted,
@@ -334,20 +336,37 @@ def test_an_answer_resumes_the_turn_where_it_paused(phase: str, approve: bool) -
 
 
 @pytest.mark.parametrize("phase", ["idle", "awaiting children", "awaiting approval", "parked"])
-def test_an_answer_to_an_unknown_request_is_a_404_and_changes_nothing(phase: str) -> None:
-    reaction = react(ME, PHASES[phase], Approval("t9r9-call_9", True))
-    assert reaction.effects == (
-        Refuse(404, "There is no pending approval request 't9r9-call_9' for this agent."),
-    )
+def test_an_answer_to_an_unknown_request_is_recorded_refused_and_changes_nothing(
+    phase: str,
+) -> None:
+    reaction = react(ME, PHASES[phase], Approval("t9r9-call_9", True, by="ops"))
+    sentence = "There is no pending approval request 't9r9-call_9' for this agent."
+    assert bodies(reaction) == [
+        ApprovalRefused("t9r9-call_9", "unknown_request", True, "ops", sentence)
+    ]
+    assert last(reaction) == Refuse(404, sentence)
     assert reaction.record == PHASES[phase]
 
 
-def test_a_second_answer_is_a_409() -> None:
-    answered = msgspec.structs.replace(IDLE, answered=(REQUEST,))
-    reaction = react(ME, answered, Approval(REQUEST, True))
-    refuse = last(reaction)
+def test_a_second_answer_is_a_409_and_the_timeline_says_which_was_applied() -> None:
+    first = react(ME, PHASES["awaiting approval"], Approval(REQUEST, True, by="alice"))
+    second = react(ME, first.record, Approval(REQUEST, False, by="bob"))
+    assert bodies(first) == [ApprovalAnswered(REQUEST, True, "", "alice")]
+    [refused] = bodies(second)
+    assert isinstance(refused, ApprovalRefused)
+    assert (refused.reason, refused.approve, refused.by) == ("already_answered", False, "bob")
+    refuse = last(second)
     assert isinstance(refuse, Refuse)
     assert refuse.status == 409
+
+
+def test_an_answer_after_its_turn_ended_unanswered_says_so() -> None:
+    superseded = react(ME, PHASES["awaiting approval"], Message("new"))
+    late = react(ME, superseded.record, Approval(REQUEST, True))
+    [refused] = bodies(late)
+    assert isinstance(refused, ApprovalRefused)
+    assert refused.reason == "turn_ended"
+    assert last(late) == Refuse(409, refused.message)
 
 
 def test_answered_requests_are_bounded() -> None:
@@ -398,10 +417,11 @@ def test_stop_ends_a_waiting_turn_and_runs_what_queued(phase: str) -> None:
     assert isinstance(last(reaction), Drive)
 
 
-def test_stop_without_a_turn_says_there_is_nothing_to_stop() -> None:
+def test_stop_without_a_turn_says_there_is_nothing_to_stop_on_the_timeline() -> None:
     reaction = react(ME, IDLE, Stop())
-    assert reaction.effects == ()
+    assert bodies(reaction) == [StopRefused(message=NOTHING_TO_STOP)]
     assert reaction.note == NOTHING_TO_STOP
+    assert reaction.record == IDLE
 
 
 def test_the_same_inputs_give_the_same_reaction() -> None:

@@ -76,9 +76,13 @@ def test_specs_publish_send_by_kind_approve_tail_and_list(
     request = eventually(lambda: _request_id(stack, address), 30, "an approval request")
     code, out = cli("approve", address, request, capsys=capsys)
     assert code == 0
-    assert "wrote: recorded from-cli" in out
+    assert out.startswith(f"Accepted: Restate holds your approval of {request}.")
 
-    _, tail = cli("tail", address, capsys=capsys)
+    def finished() -> str | None:
+        _, tail = cli("tail", address, capsys=capsys)
+        return tail if "turn 1 succeeded" in tail else None
+
+    tail = eventually(finished, 30, "the approved turn to finish")
     assert f"asks approval {request} for ledger" in tail
     assert f"{request} approved by cli" in tail
     assert "turn 1 succeeded" in tail
@@ -105,7 +109,13 @@ def test_send_follow_prints_the_turn_live_and_stop_on_an_idle_agent_says_so(
     assert lines[-1] == "it is 9"
     code, out = cli("stop", address, capsys=capsys)
     assert code == 0
-    assert "nothing to stop" in out
+    assert out.startswith("Accepted: Restate holds your stop.")
+
+    def refused() -> str | None:
+        _, tail = cli("tail", address, capsys=capsys)
+        return tail if "a stop was refused" in tail else None
+
+    assert "nothing to stop" in eventually(refused, 30, "the stop's outcome")
 
 
 def test_projections_rebuild_restores_identical_content(

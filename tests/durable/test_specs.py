@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from schemas.catalog import PublishedSpec, SpecQuery
 from schemas.events import TurnStarted
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message
-from services.contracts import LATEST_SPEC, PUBLISH
+from services.contracts import LATEST_SPEC, PUBLISH, SPECS, Empty
 from services.executor.scripted import script
 from services.ingress import IngressError
 from tests.durable.conftest import LiveStack, eventually
@@ -54,4 +55,57 @@ def test_an_unpublished_kind_is_refused_with_a_sentence(stack: LiveStack) -> Non
 def test_a_spec_kind_must_be_a_plain_name(stack: LiveStack) -> None:
     with pytest.raises(IngressError) as refused:
         publish(stack, "specs", AgentSpec("no spaces please", "x"))
-    assert refused.value.status == 400
+    assert refused.value.status == 422
+    assert "field 'kind' ('no spaces please') must be 1 to 48" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (
+            {"kind": "k", "instructions": "x", "model": "nosuchmodel"},
+            "The published spec: field 'model': this deployment has no model 'nosuchmodel'. "
+            "It offers: script, smollm2.",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "model": "script", "tools": ["ledgr"]},
+            "this deployment has no tool 'ledgr'; did you mean 'ledger'?",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "limits": {"max_rounds": 0}},
+            "field 'limits.max_rounds' is 0; it must be a whole number from 1 to 100.",
+        ),
+        ({"kind": "k", "instructions": "x", "modle": "script"}, "Did you mean 'model'?"),
+        ({"kind": "k", "instructions": "x", "version": 7}, "field 'version' (7) cannot be set"),
+    ],
+)
+def test_a_publish_through_ingress_is_checked_against_the_deployment(
+    stack: LiveStack, body: dict[str, object], says: str
+) -> None:
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.post(PUBLISH.path("specs-checked"), msgspec.json.encode(body))
+    assert refused.value.status == 422
+    assert says in refused.value.message
+    assert stack.ingress.call(SPECS, Empty(), "specs-checked").versions == ()
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (AgentSpec("k", "x", model="nosuchmodel"), "this deployment has no model 'nosuchmodel'"),
+        (AgentSpec("k", "x", model="script", tools=("ledgr",)), "did you mean 'ledger'?"),
+        (
+            AgentSpec("k", "x", model="script", limits=Limits(max_rounds=-3)),
+            "field 'limits.max_rounds' is -3; it must be a whole number from 1 to 100.",
+        ),
+    ],
+)
+def test_a_spec_sent_inline_through_ingress_is_checked_before_anything_happens(
+    stack: LiveStack, address: str, spec: AgentSpec, says: str
+) -> None:
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.wake(address, Message("hi", spec=spec))
+    assert refused.value.status == 422
+    assert refused.value.message.startswith("The message's spec: ")
+    assert says in refused.value.message
+    assert stack.ingress.status(address).last_seq == 0

@@ -18,11 +18,9 @@ from fastapi import FastAPI
 from schemas.catalog import ApiKey, PublishedSpec, Scope, SpecAnswer
 from schemas.chat import ToolCall
 from schemas.events import (
-    Approvals,
     Event,
     EventBody,
     ModelMessage,
-    StopAnswer,
     ToolCalled,
     ToolFinished,
     TurnEnded,
@@ -73,9 +71,8 @@ class FakeIngress:
 
     sent: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
     published: dict[tuple[str, str], list[AgentSpec]] = field(default_factory=dict)
+    stops: list[tuple[str, str | None]] = field(default_factory=list)
     down: bool = False
-    approvals: dict[str, Approvals] = field(default_factory=dict)
-    running: set[str] = field(default_factory=set)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -85,13 +82,9 @@ class FakeIngress:
             return httpx.Response(200, json={"services": []})
         if parts[0] == "Agent" and parts[2:] == ["wake", "send"]:
             return self._send(parts[1], request)
-        if parts[0] == "Agent" and parts[2:] == ["approvals"]:
-            known = self.approvals.get(parts[1], Approvals())
-            return httpx.Response(200, content=msgspec.json.encode(known))
-        if parts[0] == "Agent" and parts[2:] == ["stop"]:
-            stopping = parts[1] in self.running
-            answer = StopAnswer(stopping, "Stopping." if stopping else "Nothing to stop.")
-            return httpx.Response(200, content=msgspec.json.encode(answer))
+        if parts[0] == "Agent" and parts[2:] == ["stop", "send"]:
+            self.stops.append((parts[1], request.headers.get("idempotency-key")))
+            return httpx.Response(200, json={"invocationId": f"inv_stop_{len(self.stops)}"})
         if parts[0] == "Tenant":
             return self._tenant(parts[1], parts[2], request.content)
         return httpx.Response(404, json={"message": "no such service", "source": "ingress"})

@@ -19,6 +19,7 @@ ALLOWED = (
     "services.projection.store",
     "services.contracts",
     "services.ingress",
+    "services.specs",
 )
 
 

@@ -27,7 +27,7 @@ from services.gateway.models import (
     LiveAccepted,
     MessageAccepted,
     MessageIn,
-    StopOut,
+    StopAccepted,
 )
 from services.settings import Settings
 
@@ -59,7 +59,7 @@ def decode(example: dict[str, Any]) -> object:
         ("agents", AgentPage),
         ("request_id", ApprovalAccepted),
         ("approve", ApprovalIn),
-        ("stopping", StopOut),
+        ("message", StopAccepted),
         ("invocation_id", MessageAccepted),
         ("last_activity", AgentOut),
         ("published_at", PublishedSpec),
@@ -87,4 +87,4 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"ErrorOut", "TimelinePage", "SpecVersions", "LiveBatch", "AgentPage"} <= decoded
     assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
     assert {"HealthDown", "LiveAccepted"} <= decoded
-    assert {"ApprovalIn", "ApprovalAccepted", "StopOut"} <= decoded
+    assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded

@@ -87,14 +87,23 @@ async def test_wrong_fields_of_a_message_name_the_field(
     [
         ({"instructions": "x"}, "missing required field `kind`"),
         ({"kind": "a b", "instructions": "x"}, "field 'kind'"),
-        ({"kind": "k", "instructions": "x", "tools": "calculator"}, "$.tools"),
-        ({"kind": "k", "instructions": "x", "tools": {"calculator": "maybe"}}, "$.tools"),
+        ({"kind": "k", "instructions": "x", "tools": "calculator"}, "field 'tools': Expected"),
+        ({"kind": "k", "instructions": "x", "tools": {"calculator": "maybe"}}, "ask or deny"),
         ({"kind": "k", "instructions": "x", "limits": {"max_rounds": -1}}, "limits.max_rounds"),
-        ({"kind": "k", "instructions": "x", "limits": {"max_round": 1}}, "'limits.max_round'"),
+        (
+            {"kind": "k", "instructions": "x", "limits": {"max_rounds": 99999999999999999999999}},
+            "field 'limits.max_rounds' is 99999999999999999999999; it must be a whole number "
+            "from 1 to 100",
+        ),
+        ({"kind": "k", "instructions": "x", "limits": {"max_rounds": 0}}, "from 1 to 100"),
+        ({"kind": "k", "instructions": "x", "limits": {"max_rounds": True}}, "is True"),
+        ({"kind": "k", "instructions": "x", "limits": {"max_round": 1}}, "'limits.max_rounds'?"),
         ({"kind": "k", "instructions": "x", "instruction": "y"}, "unknown field 'instruction'"),
-        ({"kind": "k", "instructions": "x", "version": 3}, "field 'version'"),
-        ({"kind": "k", "instructions": 5}, "Expected `str`, got `int` - at `$.instructions`"),
-        ([], "JSON object"),
+        ({"kind": "k", "instructions": "x", "modle": "y"}, "Did you mean 'model'?"),
+        ({"kind": "k", "instructions": "x", "version": 3}, "field 'version' (3) cannot be set"),
+        ({"kind": "k", "instructions": "x", "can_spawn": "yes"}, "Expected `bool`, got `str`"),
+        ({"kind": "k", "instructions": 5}, "field 'instructions': Expected `str`, got `int`"),
+        ([], "a spec must be an object"),
     ],
 )
 async def test_wrong_fields_of_a_spec_name_the_field(world: World, body: object, says: str) -> None:
@@ -125,7 +134,9 @@ async def test_a_bad_seq_or_limit_is_422_naming_it(world: World, query: str, rou
     assert f"query parameter '{query.split('=', maxsplit=1)[0]}'" in error_of(response.json())[1]
 
 
-@pytest.mark.parametrize("value", ["-1", "x", "1.0", "", "99999999999999999999"])
+@pytest.mark.parametrize(
+    "value", ["-1", "x", "1.0", "", "99999999999999999999", str(2**70), "9" * 5000]
+)
 async def test_a_bad_last_event_id_is_400(world: World, value: str) -> None:
     response = await world.client.get(
         "/v1/agents/acme.alpha/events",
@@ -209,6 +220,36 @@ async def test_an_unpublished_kind_is_404(world: World, address: str) -> None:
                         "round": 1,
                         "attempt": "a",
                         "offset": -1,
+                        "text": "",
+                    }
+                ]
+            },
+            422,
+        ),
+        (
+            {
+                "deltas": [
+                    {
+                        "agent": "acme.a",
+                        "turn": 2**70,
+                        "round": 1,
+                        "attempt": "a",
+                        "offset": 0,
+                        "text": "",
+                    }
+                ]
+            },
+            422,
+        ),
+        (
+            {
+                "deltas": [
+                    {
+                        "agent": "acme.a",
+                        "turn": 1,
+                        "round": True,
+                        "attempt": "a",
+                        "offset": 0,
                         "text": "",
                     }
                 ]

@@ -3,6 +3,7 @@ the gateway process, each a child process on free ports under a temporary home."
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -137,7 +138,14 @@ def admin_key(settings: Settings, http: httpx.Client) -> str:
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
-    settings = stack_settings(tmp_path_factory.mktemp("gateway-home"))
+    with gateway_stack(tmp_path_factory.mktemp("gateway-home")) as stack:
+        yield stack
+
+
+@contextlib.contextmanager
+def gateway_stack(home: Path) -> Iterator[GatewayStack]:
+    """restate-server, the endpoint and the gateway, with an admin key and `calc` published."""
+    settings = stack_settings(home)
     restate = RestateServer(settings)
     # The executor's own live pushes are switched off, so that the live text the tests
     # see is exactly what they push (the script model writes a reply all at once).
@@ -291,3 +299,26 @@ def test_killing_the_endpoint_mid_turn_the_projection_catches_up(gw: GatewayStac
     assert isinstance(message, ModelMessage)
     assert message.text == "It is 42"
     assert isinstance(events[3].body, ToolFinished)
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (
+            {"model": "nosuchmodel"},
+            "The published spec: field 'model': this deployment has no model 'nosuchmodel'. "
+            "It offers: script, smollm2.",
+        ),
+        ({"tools": ["nosuchtool"]}, "field 'tools': this deployment has no tool 'nosuchtool'."),
+        ({"limits": {"max_rounds": 0}}, "field 'limits.max_rounds' is 0; it must be a whole"),
+    ],
+)
+def test_a_spec_the_deployment_cannot_run_is_refused_when_published(
+    gw: GatewayStack, spec: dict[str, Any], says: str
+) -> None:
+    body = {"kind": "unrunnable", "instructions": "x", "model": "script", **spec}
+    response = gw.http.post("/v1/specs", json=body, headers=gw.auth)
+    assert response.status_code == 422, response.text
+    assert says in response.json()["error"]["message"]
+    listed = gw.http.get("/v1/specs?kind=unrunnable", headers=gw.auth)
+    assert listed.json() == {"versions": []}

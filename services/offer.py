@@ -1,0 +1,19 @@
+"""What a deployment offers specs: the names of its models and tools, read from the
+settings the way the endpoint reads them (without loading a model or opening a ledger)."""
+
+from __future__ import annotations
+
+import importlib
+
+from services.executor.registry import default_models
+from services.settings import Settings
+from services.specs import Offer
+from services.tools.builtin import BUILTIN_TOOLS
+
+
+def deployment_offer(settings: Settings) -> Offer:
+    tools = {tool.definition.name for tool in BUILTIN_TOOLS}
+    for name in settings.tool_modules:
+        tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
+    models = default_models(settings, settings.model_modules).names()
+    return Offer(models=tuple(sorted(models)), tools=tuple(sorted(tools)))
