@@ -20,17 +20,29 @@ from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
-from services.projection.projector import Projection, projector_service
-from services.settings import settings
+from services.projection.notify import Notifier
+from services.projection.projector import Projection, Tell, projector_service
+from services.settings import Settings, settings
 from services.tenant.object import tenant
 from services.tools.registry import load_tools
 
 Services = list[restate.Service | restate.VirtualObject]
 
 
+def _notifier(config: Settings, closers: list[Closer]) -> Tell | None:
+    """Who the projector tells of new events: the gateways, when a token is set."""
+    if not config.notify_secret:
+        return None
+    client = httpx.AsyncClient()
+    notifier = Notifier(config.notify_targets, config.notify_secret, client)
+    closers.append(notifier.close)
+    closers.append(client.aclose)
+    return notifier.tell
+
+
 def _control(services: Services, closers: list[Closer]) -> None:
     config = settings()
-    projection = Projection(config.home / "projection.db")
+    projection = Projection(config.home / "projection.db", _notifier(config, closers))
     services += [
         agent_object(
             load_tools(config.home, config.tool_modules), load_observers(config.observer_modules)
@@ -38,7 +50,7 @@ def _control(services: Services, closers: list[Closer]) -> None:
         tenant,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
-    closers.append(projection.close)
+    closers.insert(0, projection.close)
 
 
 def _execution(services: Services, closers: list[Closer]) -> None:

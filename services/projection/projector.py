@@ -1,41 +1,78 @@
 """The `Projector` service: the one writer of the projections.
 
-Agents send it every timeline event, tenants every spec and key change, one-way; each
-write is an upsert, so Restate's at-least-once redelivery is harmless. `rebuild` throws
-the file away and reads everything back from the source of truth.
+Agents send it batches of timeline events, tenants every spec and key change, one-way;
+each write is an upsert, so Restate's at-least-once redelivery is harmless. Writes are
+group-committed: invocations that arrive while a transaction is being written queue their
+records, and the next transaction writes all of them, so many agents' batches cost one
+commit. An invocation returns only once its records are committed. `rebuild` throws the
+file away and reads everything back from the source of truth.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import restate
 
 from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
+from schemas.events import Event
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
 
 T = TypeVar("T")
+Tell = Callable[[Mapping[str, int]], None]
+"""Told, after each commit, every agent whose events it held and its newest seq there."""
+
+
+@dataclass
+class _Records:
+    """One invocation's records, waiting for the transaction that writes them."""
+
+    events: Sequence[Event] = ()
+    specs: Sequence[PublishedSpec] = ()
+    keys: Sequence[ApiKey] = ()
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def settle(self, error: BaseException | None) -> None:
+        if self.done.done():
+            return  # its invocation was cancelled meanwhile; the write stands
+        if error is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(error)
 
 
 class Projection:
-    """The store of this process, opened on first use; writes take turns."""
+    """The store of this process, opened on first use; one writer task commits what is
+    queued, a group at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tell: Tell | None = None) -> None:
         self.path = path
+        self._tell = tell
         self._store: ProjectionStore | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+        self._queue: list[_Records] = []
+        self._writer: asyncio.Task[None] | None = None
 
-    async def write(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
-        async with self._lock:
-            store = self._store
-            if store is None or not await asyncio.to_thread(self.path.exists):
-                store = await self._reopen()
-            return await action(store)
+    async def record(
+        self,
+        events: Sequence[Event] = (),
+        specs: Sequence[PublishedSpec] = (),
+        keys: Sequence[ApiKey] = (),
+    ) -> None:
+        """Queue the records; return once a transaction holding them is committed."""
+        records = _Records(events, specs, keys)
+        self._queue.append(records)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain(), name="projection writer")
+        await records.done
 
     async def replace(self, fill: Callable[[ProjectionStore], Awaitable[T]]) -> T:
         """Start from an empty file and fill it while every other write waits."""
@@ -43,6 +80,45 @@ class Projection:
             await self._close_store()
             await asyncio.to_thread(_remove, self.path)
             return await fill(await self._reopen())
+
+    async def close(self) -> None:
+        """For good: a write after this fails, and Restate retries it elsewhere or later."""
+        async with self._lock:
+            self._closed = True
+            await self._close_store()
+
+    async def _drain(self) -> None:
+        while self._queue:
+            group, self._queue = self._queue, []
+            async with self._lock:
+                committed = await self._commit(group)
+            if committed and self._tell is not None:
+                self._tell(_newest_seqs(group))
+
+    async def _commit(self, group: list[_Records]) -> bool:
+        """Write the group in one transaction; if that fails, each alone, so a record that
+        cannot be written fails only its own invocation (which Restate retries)."""
+        try:
+            store = await self._current()
+            await store.record(
+                [e for r in group for e in r.events],
+                [s for r in group for s in r.specs],
+                [k for r in group for k in r.keys],
+            )
+        except Exception as error:  # noqa: BLE001 - handed to the waiting invocations
+            if len(group) == 1:
+                group[0].settle(error)
+                return False
+            return any([await self._commit([records]) for records in group])
+        for records in group:
+            records.settle(None)
+        return True
+
+    async def _current(self) -> ProjectionStore:
+        store = self._store
+        if store is None or not await asyncio.to_thread(self.path.exists):
+            store = await self._reopen()
+        return store
 
     async def _reopen(self) -> ProjectionStore:
         await self._close_store()
@@ -56,15 +132,17 @@ class Projection:
             await self._store.close()
             self._store = None
 
-    async def close(self) -> None:
-        """For good: a write after this fails, and Restate retries it elsewhere or later."""
-        async with self._lock:
-            self._closed = True
-            await self._close_store()
-
 
 class ProjectionClosedError(RuntimeError):
     pass
+
+
+def _newest_seqs(group: Sequence[_Records]) -> dict[str, int]:
+    seqs: dict[str, int] = {}
+    for records in group:
+        for event in records.events:
+            seqs[event.agent] = max(event.seq, seqs.get(event.agent, 0))
+    return seqs
 
 
 def _remove(path: Path) -> None:
@@ -83,15 +161,15 @@ def projector_service(
 
     @projector.handler()
     async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
-        await projection.write(lambda store: store.record_events(batch.events))
+        await projection.record(events=batch.events)
 
     @projector.handler()
     async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:
-        await projection.write(lambda store: store.record_spec(published))
+        await projection.record(specs=(published,))
 
     @projector.handler()
     async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
-        await projection.write(lambda store: store.record_key(key))
+        await projection.record(keys=(key,))
 
     @projector.handler()
     async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:
