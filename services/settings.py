@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         "TEASPILL_LIVE_TOKEN. With neither set, nothing is told and gateways poll the "
         "projection.",
     )
+    feed_poll_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds between a gateway's reads of a followed agent besides the "
+        "projector's notices; empty: 1 when a notify or live token is set, else 0.05.",
+    )
     model_path: Path | None = Field(
         default=None,
         description="GGUF file for the `smollm2` model; default: the bundled SmolLM2-135M.",

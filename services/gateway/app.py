@@ -55,9 +55,9 @@ def create_app(
     """The app for `config` (default: the environment's settings). `ingress_transport`
     replaces the network (tests); `heartbeat`: seconds between SSE keepalives;
     `poll_interval`: seconds between projection reads of a followed agent besides the
-    projector's notices (default: `NOTIFIED_POLL` when a notify or live token is set, else
-    `UNNOTIFIED_POLL`); `queue_limit`: items a follower may fall behind before it catches
-    up from the projection instead."""
+    projector's notices (default: `TEASPILL_FEED_POLL_SECONDS`, else `NOTIFIED_POLL` when a
+    notify or live token is set, else `UNNOTIFIED_POLL`); `queue_limit`: items a follower
+    may fall behind before it catches up from the projection instead."""
     config = config or settings()
     catalog = Catalog(config.home / "projection.db")
     rt = Runtime(
@@ -97,6 +97,8 @@ UNNOTIFIED_POLL = 0.05
 def _poll(config: Settings, interval: float | None) -> float:
     if interval is not None:
         return interval
+    if config.feed_poll_seconds is not None:
+        return config.feed_poll_seconds
     return NOTIFIED_POLL if config.notify_secret else UNNOTIFIED_POLL
 
 
