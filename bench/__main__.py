@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import secrets
 import signal
 import sys
 import tempfile
@@ -158,8 +159,10 @@ def bench_settings(home: Path) -> Settings:
     return isolated_settings(
         home,
         # What is measured is restate-server and the endpoint (and the gateway for `sse`
-        # alone): no live deltas, no observers, whatever the caller's environment says.
+        # alone): no live deltas, no observers, whatever the caller's environment says;
+        # the projector tells the gateway of new events, as in `teaspill up`.
         live_token="",
+        notify_token=secrets.token_urlsafe(16),
         observer_modules=(),
     )
 

@@ -22,17 +22,29 @@ from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.offer import deployment_offer
-from services.projection.projector import Projection, projector_service
-from services.settings import settings
+from services.projection.notify import Notifier
+from services.projection.projector import Projection, Tell, projector_service
+from services.settings import Settings, settings
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 
 Services = list[restate.Service | restate.VirtualObject]
 
 
+def _notifier(config: Settings, closers: list[Closer]) -> Tell | None:
+    """Who the projector tells of new events: the gateways, when a token is set."""
+    if not config.notify_secret:
+        return None
+    client = httpx.AsyncClient()
+    notifier = Notifier(config.notify_targets, config.notify_secret, client)
+    closers.append(notifier.close)
+    closers.append(client.aclose)
+    return notifier.tell
+
+
 def _control(services: Services, closers: list[Closer], model: ModelRunner | None) -> None:
     config = settings()
-    projection = Projection(config.home / "projection.db")
+    projection = Projection(config.home / "projection.db", _notifier(config, closers))
     offer = deployment_offer(config)
     tools = load_tools(config.home, config.tool_modules)
     services += [
@@ -40,7 +52,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         offer_specs(offer),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
-    closers.append(projection.close)
+    closers.insert(0, projection.close)
 
 
 def _execution(services: Services, closers: list[Closer]) -> ModelRunner:

@@ -37,6 +37,24 @@ class Settings(BaseSettings):
         description="Shared secret the execution plane uses to push live deltas to the "
         "gateway; empty: made up per stack by `teaspill up`.",
     )
+    notify_urls: tuple[str, ...] = Field(
+        default=(),
+        description="Gateways the projector tells of newly projected events, so that their "
+        'followers get them at once (a JSON list, e.g. ["http://10.0.0.5:8000"]); empty: the '
+        "gateway live deltas go to.",
+    )
+    notify_token: str = Field(
+        default="",
+        description="Shared secret the projector uses to tell gateways of new events; empty: "
+        "TEASPILL_LIVE_TOKEN. With neither set, nothing is told and gateways poll the "
+        "projection.",
+    )
+    feed_poll_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds between a gateway's reads of a followed agent besides the "
+        "projector's notices; empty: 1 when a notify or live token is set, else 0.05.",
+    )
     model_path: Path | None = Field(
         default=None,
         description="GGUF file for the `smollm2` model; default: the bundled SmolLM2-135M.",
@@ -68,6 +86,16 @@ class Settings(BaseSettings):
     def live_push_url(self) -> str:
         """The gateway the execution plane pushes live deltas to."""
         return self.live_url or f"http://127.0.0.1:{self.gateway_port}"
+
+    @property
+    def notify_secret(self) -> str:
+        """The token on the projector's notices to gateways; empty: no notices."""
+        return self.notify_token or self.live_token
+
+    @property
+    def notify_targets(self) -> tuple[str, ...]:
+        """The gateways the projector tells of new events."""
+        return self.notify_urls or (self.live_push_url,)
 
     @property
     def endpoint_url(self) -> str:

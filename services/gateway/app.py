@@ -49,20 +49,22 @@ def create_app(
     *,
     ingress_transport: httpx.AsyncBaseTransport | None = None,
     heartbeat: float = 15.0,
-    poll_interval: float = 0.05,
+    poll_interval: float | None = None,
     queue_limit: int = 10_000,
 ) -> FastAPI:
     """The app for `config` (default: the environment's settings). `ingress_transport`
     replaces the network (tests); `heartbeat`: seconds between SSE keepalives;
-    `poll_interval`: seconds between projection polls of a followed agent; `queue_limit`:
-    items a follower may fall behind before it catches up from the projection instead."""
+    `poll_interval`: seconds between projection reads of a followed agent besides the
+    projector's notices (default: `TEASPILL_FEED_POLL_SECONDS`, else `NOTIFIED_POLL` when a
+    notify or live token is set, else `UNNOTIFIED_POLL`); `queue_limit`: items a follower
+    may fall behind before it catches up from the projection instead."""
     config = config or settings()
     catalog = Catalog(config.home / "projection.db")
     rt = Runtime(
         settings=config,
         catalog=catalog,
         ingress=AsyncIngress(config.ingress_url, ingress_transport),
-        hub=Hub(catalog, interval=poll_interval, queue_limit=queue_limit),
+        hub=Hub(catalog, interval=_poll(config, poll_interval), queue_limit=queue_limit),
         heartbeat=heartbeat,
     )
 
@@ -83,6 +85,21 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, catalog=catalog)
     return app
+
+
+NOTIFIED_POLL = 1.0
+"""Seconds between reads of a followed agent when the projector tells this gateway of new
+events: the fallback for a lost notice, and for a projector that does not know this
+gateway (a notice arrives within milliseconds of the commit)."""
+UNNOTIFIED_POLL = 0.05
+
+
+def _poll(config: Settings, interval: float | None) -> float:
+    if interval is not None:
+        return interval
+    if config.feed_poll_seconds is not None:
+        return config.feed_poll_seconds
+    return NOTIFIED_POLL if config.notify_secret else UNNOTIFIED_POLL
 
 
 app = create_app()

@@ -1,8 +1,11 @@
-"""Fan-out: one poller per followed agent, any number of followers.
+"""Fan-out: one reader per followed agent, any number of followers.
 
-An `AgentFeed` polls the projection for the agent's new events and passes them, and the
-live deltas the execution plane pushes, to every follower's queue in one order. It runs
-while the agent has followers or live rounds, and stops by itself when it has neither.
+An `AgentFeed` reads the agent's new events from the projection and passes them, and the
+live deltas the execution plane pushes, to every follower's queue in one order. It reads
+when the projector tells the gateway that the agent's timeline grew (`Hub.projected`),
+and every `interval` besides, so that a notice that never came costs latency, never an
+event. It runs while the agent has followers or live rounds, and stops by itself when it
+has neither.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Literal
 
 from schemas.events import Event
 from schemas.live import LiveDelta
+from schemas.projected import Projected
 from services.gateway.catalog import Catalog, CatalogUnavailableError
 from services.gateway.live import WHOLE_TURN, LiveItem, LiveRounds, recorded_round
 
@@ -87,11 +91,17 @@ class AgentFeed:
         self._live_ttl = live_ttl
         self._on_end = on_end
         self._cursor = 0
+        self._nudged = asyncio.Event()
         self.task = asyncio.create_task(self._run(), name=f"feed {agent}")
         self.task.add_done_callback(_report)
 
     def wanted(self) -> bool:
         return bool(self.followers or self.joining or self.rounds)
+
+    def nudge(self, last_seq: int | None = None) -> None:
+        """Read now: the projection holds events up to `last_seq` (None: look anyway)."""
+        if last_seq is None or last_seq > self._cursor:
+            self._nudged.set()
 
     def publish(self, item: FeedItem) -> None:
         for follower in self.followers:
@@ -129,6 +139,7 @@ class AgentFeed:
             return
 
     async def _poll(self) -> None:
+        self._nudged.clear()
         try:
             events = await self._catalog.read(
                 lambda store: store.timeline(self.agent, self._cursor, PAGE)
@@ -143,7 +154,8 @@ class AgentFeed:
             self._cursor = event.seq
         self.rounds.expire(time.monotonic(), self._live_ttl)
         if len(events) < PAGE:
-            await asyncio.sleep(self._interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudged.wait(), self._interval)
 
 
 class Hub:
@@ -153,7 +165,7 @@ class Hub:
         self,
         catalog: Catalog,
         *,
-        interval: float = 0.05,
+        interval: float = 1.0,
         queue_limit: int = 10_000,
         live_ttl: float = 600.0,
     ) -> None:
@@ -183,6 +195,18 @@ class Hub:
         feed = self._feeds.get(follower.agent)
         if feed is not None:
             feed.followers.discard(follower)
+            if not feed.wanted():
+                feed.nudge()  # so that it ends now, not after its interval
+
+    def projected(self, seqs: Sequence[Projected]) -> int:
+        """The projector committed these agents' events; returns how many are followed."""
+        followed = 0
+        for projected in seqs:
+            feed = self._feeds.get(projected.agent)
+            if feed is not None:
+                feed.nudge(projected.last_seq)
+                followed += 1
+        return followed
 
     def snapshot(self, agent: str) -> list[LiveDelta]:
         feed = self._feeds.get(agent)

@@ -85,6 +85,11 @@ class LiveAccepted(Strict):
     fresh: int = Field(description="How many brought text followers had not had.")
 
 
+class ProjectedAccepted(Strict):
+    agents: int = Field(description="How many agents the notice named.")
+    followed: int = Field(description="How many of them this gateway's followers follow.")
+
+
 class ErrorDetail(Strict):
     status: int
     message: str = Field(description="One sentence: what was wrong and what is accepted.")

@@ -11,12 +11,21 @@ import msgspec
 from schemas.catalog import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
+from schemas.projected import ProjectedBatch
 from schemas.spec import AgentSpec
 from services.gateway.live import Retraction
 from services.gateway.models import ErrorOut
 
 REF = "#/components/schemas/{name}"
-SHARED_TYPES = (TimelinePage, PublishedSpec, SpecVersions, AgentSpec, LiveBatch, Retraction)
+SHARED_TYPES = (
+    TimelinePage,
+    PublishedSpec,
+    SpecVersions,
+    AgentSpec,
+    LiveBatch,
+    Retraction,
+    ProjectedBatch,
+)
 
 
 def component_schemas() -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Operations: health, metrics, and the live-delta inlet of the execution plane."""
+"""Operations: health, metrics, the live-delta inlet of the execution plane, and the
+projector's notices of new events."""
 
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 from fastapi import APIRouter, Depends, Header, Request, Response
@@ -11,14 +12,16 @@ from fastapi.responses import JSONResponse
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.live import LiveBatch, LiveDelta
+from schemas.projected import ProjectedBatch
 from services.gateway import metrics
 from services.gateway.catalog import CatalogUnavailableError
 from services.gateway.errors import ApiError, error_body
-from services.gateway.models import Health, HealthDown, LiveAccepted
+from services.gateway.models import Health, HealthDown, LiveAccepted, ProjectedAccepted
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
 
 router = APIRouter(tags=["operations"])
+T = TypeVar("T")
 Rt = Annotated[Runtime, Depends(runtime)]
 
 
@@ -81,35 +84,76 @@ async def live(
     return LiveAccepted(deltas=len(batch.deltas), fresh=rt.hub.live(batch.deltas))
 
 
+@router.post(
+    "/internal/projected",
+    openapi_extra={"requestBody": json_of("ProjectedBatch", "Agents and their newest seq.")},
+    responses=errors(400, 401, 403, 413, 422),
+)
+async def projected(
+    request: Request,
+    rt: Rt,
+    token: Annotated[
+        str | None,
+        Header(
+            alias="X-Teaspill-Notify-Token",
+            description="TEASPILL_NOTIFY_TOKEN, or TEASPILL_LIVE_TOKEN when that is empty.",
+        ),
+    ] = None,
+) -> ProjectedAccepted:
+    """The projector's notice that agents' timelines grew (not for clients): their
+    followers read the new events from the projection now instead of at the next poll."""
+    if not rt.settings.notify_secret:
+        raise ApiError(
+            403, "notices are switched off: TEASPILL_NOTIFY_TOKEN and TEASPILL_LIVE_TOKEN are empty"
+        )
+    check_token(rt.settings.notify_secret, token, "X-Teaspill-Notify-Token")
+    batch = decode(await request.body(), ProjectedBatch)
+    for item in batch.agents:
+        check_agent(item.agent, "a notice's agent")
+        if item.last_seq < 0:
+            raise ApiError(422, "a notice's last_seq must be 0 or more")
+    return ProjectedAccepted(agents=len(batch.agents), followed=rt.hub.projected(batch.agents))
+
+
 def check_live_token(expected: str, given: str | None) -> None:
     if not expected:
         raise ApiError(403, "live deltas are switched off: TEASPILL_LIVE_TOKEN is not set")
+    check_token(expected, given, "X-Teaspill-Live-Token")
+
+
+def check_token(expected: str, given: str | None, header: str) -> None:
     if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise ApiError(401, "missing or wrong X-Teaspill-Live-Token header")
+        raise ApiError(401, f"missing or wrong {header} header")
+
+
+def decode(body: bytes, kind: type[T]) -> T:
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.ValidationError as error:
+        raise ApiError(422, f"the body is not a {kind.__name__}: {error}") from error
+    except msgspec.DecodeError as error:
+        raise ApiError(400, f"the request body is not valid JSON: {error}") from error
 
 
 MAX_NUMBER = 2**62
 
 
 def decode_batch(body: bytes) -> LiveBatch:
-    try:
-        batch = msgspec.json.decode(body, type=LiveBatch)
-    except msgspec.ValidationError as error:
-        raise ApiError(422, f"the body is not a LiveBatch: {error}") from error
-    except msgspec.DecodeError as error:
-        raise ApiError(400, f"the request body is not valid JSON: {error}") from error
+    batch = decode(body, LiveBatch)
     for delta in batch.deltas:
         check_delta(delta)
     return batch
 
 
-def check_delta(delta: LiveDelta) -> None:
+def check_agent(agent: str, what: str) -> None:
     try:
-        parse_address(delta.agent)
+        parse_address(agent)
     except InvalidAddressError as error:
-        raise ApiError(422, f"a delta's agent is not an address: {error}") from error
-    if (
-        min(delta.turn, delta.round, delta.offset) < 0
-        or max(delta.turn, delta.round, delta.offset) > MAX_NUMBER
-    ):
+        raise ApiError(422, f"{what} is not an address: {error}") from error
+
+
+def check_delta(delta: LiveDelta) -> None:
+    check_agent(delta.agent, "a delta's agent")
+    numbers = (delta.turn, delta.round, delta.offset)
+    if min(numbers) < 0 or max(numbers) > MAX_NUMBER:
         raise ApiError(422, "a delta's turn, round and offset must be whole numbers from 0 to 2^62")

@@ -46,4 +46,21 @@ MIGRATIONS: tuple[str, ...] = (
         revoked_at text
     );
     """,
+    # The seq at which each catalog field was decided, so that a batch written late (a
+    # redelivery, or a batch overtaken by a newer one) never takes a field back; filled
+    # from the events for a file written before.
+    """
+    alter table agents add column status_seq integer not null default 0;
+    alter table agents add column started_seq integer not null default 0;
+    alter table agents add column ended_seq integer not null default 0;
+    update agents set
+        status_seq = coalesce((select max(seq) from events e where e.agent = agents.address
+            and e.type in ('turn_started', 'model_message', 'tool_called', 'tool_finished',
+                'child_spawned', 'waiting', 'approval_requested', 'turn_parked',
+                'approval_answered', 'approval_abandoned', 'turn_ended')), 0),
+        started_seq = coalesce((select max(seq) from events e where e.agent = agents.address
+            and e.type = 'turn_started'), 0),
+        ended_seq = coalesce((select max(seq) from events e where e.agent = agents.address
+            and e.type = 'turn_ended'), 0);
+    """,
 )

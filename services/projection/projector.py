@@ -1,42 +1,83 @@
 """The `Projector` service: the one writer of the projections.
 
-Agents send it every timeline event, tenants every spec and key change, one-way; each
-write is an upsert, so Restate's at-least-once redelivery is harmless. `rebuild` throws
-the file away and reads everything back from the source of truth.
+Agents send it batches of timeline events, tenants every spec and key change, one-way;
+each write is an upsert, so Restate's at-least-once redelivery is harmless. Writes are
+group-committed: invocations that arrive while a transaction is being written queue their
+records, and the next transaction writes all of them, so many agents' batches cost one
+commit. An invocation returns only once its records are committed. `rebuild` throws the
+file away and reads everything back from the source of truth.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import restate
 
 from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
+from schemas.events import Event
 from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
+from services.projection.catalog import Decided
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
 
 T = TypeVar("T")
+Tell = Callable[[Mapping[str, int]], None]
+"""Told, after each commit, every agent whose events it held and its newest seq there."""
+
+
+@dataclass
+class _Records:
+    """One invocation's records, waiting for the transaction that writes them."""
+
+    events: Sequence[Event] = ()
+    specs: Sequence[PublishedSpec] = ()
+    keys: Sequence[ApiKey] = ()
+    statuses: Mapping[str, Decided] = field(default_factory=dict)
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def settle(self, error: BaseException | None) -> None:
+        if self.done.done():
+            return  # its invocation was cancelled meanwhile; the write stands
+        if error is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(error)
 
 
 class Projection:
-    """The store of this process, opened on first use; writes take turns."""
+    """The store of this process, opened on first use; one writer task commits what is
+    queued, a group at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tell: Tell | None = None) -> None:
         self.path = path
+        self._tell = tell
         self._store: ProjectionStore | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+        self._queue: list[_Records] = []
+        self._writer: asyncio.Task[None] | None = None
 
-    async def write(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
-        async with self._lock:
-            store = self._store
-            if store is None or not await asyncio.to_thread(self.path.exists):
-                store = await self._reopen()
-            return await action(store)
+    async def record(
+        self,
+        events: Sequence[Event] = (),
+        specs: Sequence[PublishedSpec] = (),
+        keys: Sequence[ApiKey] = (),
+        statuses: Mapping[str, Decided] | None = None,
+    ) -> None:
+        """Queue the records; return once a transaction holding them is committed.
+        `statuses`: each agent's status as the agent decided it, and the seq it holds at."""
+        records = _Records(events, specs, keys, statuses or {})
+        self._queue.append(records)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain(), name="projection writer")
+        await records.done
 
     async def replace(self, fill: Callable[[ProjectionStore], Awaitable[T]]) -> T:
         """Start from an empty file and fill it while every other write waits."""
@@ -44,6 +85,46 @@ class Projection:
             await self._close_store()
             await asyncio.to_thread(_remove, self.path)
             return await fill(await self._reopen())
+
+    async def close(self) -> None:
+        """For good: a write after this fails, and Restate retries it elsewhere or later."""
+        async with self._lock:
+            self._closed = True
+            await self._close_store()
+
+    async def _drain(self) -> None:
+        while self._queue:
+            group, self._queue = self._queue, []
+            async with self._lock:
+                committed = await self._commit(group)
+            if committed and self._tell is not None:
+                self._tell(_newest_seqs(group))
+
+    async def _commit(self, group: list[_Records]) -> bool:
+        """Write the group in one transaction; if that fails, each alone, so a record that
+        cannot be written fails only its own invocation (which Restate retries)."""
+        try:
+            store = await self._current()
+            await store.record(
+                [e for r in group for e in r.events],
+                [s for r in group for s in r.specs],
+                [k for r in group for k in r.keys],
+                newest_statuses(group),
+            )
+        except Exception as error:  # noqa: BLE001 - handed to the waiting invocations
+            if len(group) == 1:
+                group[0].settle(error)
+                return False
+            return any([await self._commit([records]) for records in group])
+        for records in group:
+            records.settle(None)
+        return True
+
+    async def _current(self) -> ProjectionStore:
+        store = self._store
+        if store is None or not await asyncio.to_thread(self.path.exists):
+            store = await self._reopen()
+        return store
 
     async def _reopen(self) -> ProjectionStore:
         await self._close_store()
@@ -57,15 +138,27 @@ class Projection:
             await self._store.close()
             self._store = None
 
-    async def close(self) -> None:
-        """For good: a write after this fails, and Restate retries it elsewhere or later."""
-        async with self._lock:
-            self._closed = True
-            await self._close_store()
-
 
 class ProjectionClosedError(RuntimeError):
     pass
+
+
+def newest_statuses(group: Sequence[_Records]) -> dict[str, Decided]:
+    """Each agent's status as decided at its highest seq in the group."""
+    newest: dict[str, Decided] = {}
+    for records in group:
+        for agent, decided in records.statuses.items():
+            if agent not in newest or decided.seq > newest[agent].seq:
+                newest[agent] = decided
+    return newest
+
+
+def _newest_seqs(group: Sequence[_Records]) -> dict[str, int]:
+    seqs: dict[str, int] = {}
+    for records in group:
+        for event in records.events:
+            seqs[event.agent] = max(event.seq, seqs.get(event.agent, 0))
+    return seqs
 
 
 def _remove(path: Path) -> None:
@@ -84,15 +177,18 @@ def projector_service(
 
     @projector.handler(name=PROJECT_EVENTS.name)
     async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
-        await projection.write(lambda store: store.record_events(batch.events))
+        decided = {}
+        if batch.status is not None and batch.events:
+            decided[batch.events[-1].agent] = Decided(batch.status, batch.events[-1].seq)
+        await projection.record(events=batch.events, statuses=decided)
 
     @projector.handler(name=PROJECT_SPEC.name)
     async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:
-        await projection.write(lambda store: store.record_spec(published))
+        await projection.record(specs=(published,))
 
     @projector.handler(name=PROJECT_KEY.name)
     async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
-        await projection.write(lambda store: store.record_key(key))
+        await projection.record(keys=(key,))
 
     @projector.handler(name=REBUILD.name)
     async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:

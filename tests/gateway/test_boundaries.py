@@ -74,5 +74,6 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/health"),
         ("GET", "/metrics"),
         ("POST", "/internal/live"),
+        ("POST", "/internal/projected"),
     }
     assert msgspec.json.encode(schema)  # plain JSON all the way down

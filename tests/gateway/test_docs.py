@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from schemas.catalog import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
+from schemas.projected import ProjectedBatch
 from schemas.spec import AgentSpec
 from services.gateway.app import create_app
 from services.gateway.models import (
@@ -27,6 +28,7 @@ from services.gateway.models import (
     LiveAccepted,
     MessageAccepted,
     MessageIn,
+    ProjectedAccepted,
     StopAccepted,
 )
 from services.settings import Settings
@@ -43,18 +45,25 @@ def routes() -> list[str]:
 @pytest.mark.parametrize("route", routes())
 def test_every_route_has_a_section_and_a_scope(route: str) -> None:
     assert f"### `{route}`" in PAGE
-    assert re.search(rf"\| `{re.escape(route)}` \| (read|write|admin|none|live token) \|", PAGE)
+    assert re.search(
+        rf"\| `{re.escape(route)}` \| (read|write|admin|none|live token|notify token) \|", PAGE
+    )
 
 
 def decode(example: dict[str, Any]) -> object:
     """The type an example is an instance of, by its shape."""
     raw = json.dumps(example).encode()
+    if set(example) == {"agents"} and all(
+        set(a) == {"agent", "last_seq"} for a in example["agents"]
+    ):
+        return msgspec.json.decode(raw, type=ProjectedBatch)
     shapes: list[tuple[str, Any]] = [
         ("parts", HealthDown),
         ("error", ErrorOut),
         ("events", TimelinePage),
         ("versions", SpecVersions),
         ("fresh", LiveAccepted),
+        ("followed", ProjectedAccepted),
         ("deltas", LiveBatch),
         ("agents", AgentPage),
         ("request_id", ApprovalAccepted),

@@ -109,9 +109,13 @@ def _tag(event: Event) -> str:
 
 
 def stack_settings(home: Path) -> Settings:
+    """The gateway reads a followed agent only when the projector tells it to (its fallback
+    poll is ten minutes): every event an SSE test here receives came by a notice."""
     return isolated_settings(
         home,
         live_token=LIVE_TOKEN,
+        notify_token="durable-notify-token",  # noqa: S106 - a test value
+        feed_poll_seconds=600.0,
         tool_modules=("tests.fixtures.tools",),
         model_context=2048,
     )

@@ -1,0 +1,145 @@
+"""The projector's writer: concurrent batches share one transaction, and each invocation
+returns only once its own records are committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.catalog import ApiKey, PublishedSpec
+from schemas.events import Event
+from schemas.spec import AgentSpec
+from services.projection.projector import Projection
+from services.projection.store import ProjectionStore
+from tests.projection.test_store import T0, timeline
+
+AGENTS = [f"acme.agent-{n}" for n in range(50)]
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Transactions:
+    """Counts `ProjectionStore.record` calls (each one transaction) around the real one."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        self.gate = asyncio.Event()
+        """The first transaction waits for it."""
+        self.gate.set()
+        self.entered = asyncio.Event()
+        real = ProjectionStore.record
+
+        async def record(store: ProjectionStore, events: Any = (), *rest: Any) -> None:
+            self.sizes.append(len(events))
+            self.entered.set()
+            if len(self.sizes) == 1:
+                await self.gate.wait()
+            await real(store, events, *rest)
+
+        monkeypatch.setattr(ProjectionStore, "record", record)
+
+
+async def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    async with await ProjectionStore.open(path) as store:
+        return await store.dump()
+
+
+async def one_by_one(path: Path, batches: list[list[Event]]) -> dict[str, list[tuple[Any, ...]]]:
+    async with await ProjectionStore.open(path) as store:
+        for batch in batches:
+            await store.record_events(batch)
+        return await store.dump()
+
+
+async def test_fifty_agents_batches_sent_at_once_are_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = [timeline(agent, 2) for agent in AGENTS]
+    told: list[Mapping[str, int]] = []
+    projection = Projection(tmp_path / "p.db", told.append)
+    transactions = Transactions(monkeypatch)
+    await asyncio.gather(*(projection.record(events=batch) for batch in batches))
+    await projection.close()
+    assert transactions.sizes == [6 * len(AGENTS)]
+    assert told == [dict.fromkeys(AGENTS, 6)]
+    assert await dump(tmp_path / "p.db") == await one_by_one(tmp_path / "ref.db", batches)
+
+
+async def test_batches_arriving_while_a_commit_runs_share_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    transactions = Transactions(monkeypatch)
+    transactions.gate.clear()
+    first = asyncio.create_task(projection.record(events=timeline("acme.first", 1)))
+    await transactions.entered.wait()  # the writer is in the first transaction
+    later = [
+        asyncio.create_task(projection.record(events=timeline(agent, 1))) for agent in AGENTS[:10]
+    ]
+    await asyncio.sleep(0.01)
+    assert transactions.sizes == [3]
+    transactions.gate.set()
+    await asyncio.gather(first, *later)
+    await projection.close()
+    assert transactions.sizes == [3, 30]
+
+
+async def test_specs_keys_and_events_of_many_invocations_commit_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    transactions = Transactions(monkeypatch)
+    spec = PublishedSpec("acme", AgentSpec("helper", "Help.", version=1), T0)
+    key = ApiKey("k1", "acme", "read", "h1", T0)
+    await asyncio.gather(
+        projection.record(specs=(spec,)),
+        projection.record(keys=(key,)),
+        projection.record(events=timeline("acme.a", 1)),
+    )
+    await projection.close()
+    assert len(transactions.sizes) == 1
+    tables = await dump(tmp_path / "p.db")
+    assert (len(tables["specs"]), len(tables["keys"]), len(tables["events"])) == (1, 1, 3)
+
+
+async def test_a_batch_that_cannot_be_written_fails_alone(tmp_path: Path) -> None:
+    projection = Projection(tmp_path / "p.db")
+    bad = [Event("not an address", 1, 1, 1, T0, timeline("acme.a", 1)[0].body)]
+    results = await asyncio.gather(
+        projection.record(events=timeline("acme.a", 1)),
+        projection.record(events=bad),
+        projection.record(events=timeline("acme.b", 1)),
+        return_exceptions=True,
+    )
+    await projection.close()
+    assert results[0] is None
+    assert results[2] is None
+    assert "agent address" in str(results[1])
+    tables = await dump(tmp_path / "p.db")
+    assert [row[0] for row in tables["agents"]] == ["acme.a", "acme.b"]
+
+
+async def test_a_cancelled_invocation_still_has_its_batch_committed(tmp_path: Path) -> None:
+    projection = Projection(tmp_path / "p.db")
+    waiting = asyncio.create_task(projection.record(events=timeline("acme.a", 1)))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    await projection.record(events=timeline("acme.b", 1))
+    await projection.close()
+    assert [row[0] for row in (await dump(tmp_path / "p.db"))["agents"]] == ["acme.a", "acme.b"]
+
+
+async def test_a_closed_projection_refuses_writes_so_restate_retries_them(tmp_path: Path) -> None:
+    projection = Projection(tmp_path / "p.db")
+    await projection.record(events=timeline("acme.a", 1))
+    await projection.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await projection.record(events=timeline("acme.b", 1))
