@@ -16,6 +16,7 @@ import restate
 
 from services.agent.object import agent_object
 from services.agent.observers import load_observers
+from services.config import check
 from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.service import model_service
@@ -54,6 +55,9 @@ def _execution(services: Services, closers: list[Closer]) -> None:
 
 
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
+    """Refuses to build (a `ConfigError` sentence) when a setting, a plugin module or the
+    model file is wrong, so a bad deployment stops at start instead of failing turns."""
+    check(settings(), control=control, execution=execution)
     services: Services = []
     closers: list[Closer] = []
     if control:

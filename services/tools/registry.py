@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import ToolResult, ToolStatus
+from services.config import plugin
 from services.tools.base import Tool, ToolContext, ToolError
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.effects import EffectLedger
@@ -66,5 +66,5 @@ def load_tools(home: Path, modules: Iterable[str] = ()) -> ToolRegistry:
     """The built-in tools plus the `TOOLS` list of each named module."""
     tools: list[Tool] = list(BUILTIN_TOOLS)
     for name in modules:
-        tools.extend(importlib.import_module(name).TOOLS)
+        tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
     return ToolRegistry(tools, home)
