@@ -19,6 +19,11 @@ class IngressError(Exception):
         self.message = message
 
 
+READ_TIMEOUT = 15.0
+"""Seconds a read (status, timeline) may take: Restate holds a call to an endpoint that is
+down until its own timeout, and a reader should hear that sooner."""
+
+
 class Ingress:
     def __init__(self, url: str, *, timeout: float = 600.0) -> None:
         self._http = httpx.Client(base_url=url, timeout=timeout)
@@ -49,23 +54,26 @@ class Ingress:
         return msgspec.json.decode(raw, type=StopAnswer)
 
     def status(self, address: str) -> AgentStatus:
-        raw = self._post(f"/Agent/{address}/status", b"", None)
+        raw = self._post(f"/Agent/{address}/status", b"", None, READ_TIMEOUT)
         return msgspec.json.decode(raw, type=AgentStatus)
 
     def timeline(self, address: str, after_seq: int = 0, limit: int = 100) -> TimelinePage:
         body = msgspec.json.encode(TimelineQuery(after_seq, limit))
-        raw = self._post(f"/Agent/{address}/timeline", body, None)
+        raw = self._post(f"/Agent/{address}/timeline", body, None, READ_TIMEOUT)
         return msgspec.json.decode(raw, type=TimelinePage)
 
     def call(self, path: str, body: bytes = b"") -> bytes:
         """Any handler, by path: `/Service/key/handler`."""
         return self._post(path, body, None)
 
-    def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
+    def _post(
+        self, path: str, body: bytes, idempotency_key: str | None, timeout: float | None = None
+    ) -> bytes:
         headers = {"content-type": "application/json"} if body else {}
         if idempotency_key:
             headers["idempotency-key"] = idempotency_key
-        response = self._http.post(path, content=body, headers=headers)
+        limit = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+        response = self._http.post(path, content=body, headers=headers, timeout=limit)
         if response.status_code >= 400:
             raise IngressError(response.status_code, _message(response))
         return response.content
