@@ -53,10 +53,12 @@ def agent_object(
         running = await ctx.get(RUNNING, type_hint=str)
         if running:
             ctx.cancel_invocation(running)
-            return StopAnswer(True, f"Stopping the turn {address} is running.")
+            return StopAnswer(
+                True, f"Stopping the running turn of {address}: it ends within seconds."
+            )
         if await ctx.get(TURN, type_hint=TurnState) is not None:
             send_wake(ctx, address, Stop())
-            return StopAnswer(True, f"Stopping the turn {address} is waiting in.")
+            return StopAnswer(True, f"Stopping the waiting turn of {address}: it ends at once.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
     @agent.handler(kind="shared")
