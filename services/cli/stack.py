@@ -65,8 +65,9 @@ def up(settings: Settings, spec: AgentSpec | None, args: argparse.Namespace) -> 
     running = start(settings)
     if args.detach:
         print(
-            f"The stack is up; `teaspill send {args.agent} 'hello' --spec {args.spec}` talks "
-            "to it and `teaspill down` stops it."
+            f"The stack is up; `teaspill send {args.agent} 'hello' --spec "
+            f"{args.spec or 'examples/assistant.toml'}` talks to it and `teaspill down` "
+            "stops it."
         )
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
