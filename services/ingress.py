@@ -19,7 +19,7 @@ class IngressError(Exception):
         self.message = message
 
 
-READ_TIMEOUT = 15.0
+READ_TIMEOUT = 30.0
 """Seconds a read (status, timeline) may take: Restate holds a call to an endpoint that is
 down until its own timeout, and a reader should hear that sooner."""
 
