@@ -4,9 +4,6 @@ down, bad settings, a plugin module or model file that cannot be used."""
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -115,48 +112,35 @@ def test_module_settings_take_a_comma_separated_list_or_json(
     assert settings.observer_modules == ("c.observers",)
 
 
-def teaspill_up(env: dict[str, str], *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "up", "--detach", *extra],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done, time.monotonic() - started
-
-
 @pytest.mark.parametrize(
-    ("variable", "value", "sentence"),
+    "case",
     [
-        (
-            "TEASPILL_MODEL_PATH",
-            "/tmp/nope.gguf",
-            "TEASPILL_MODEL_PATH=/tmp/nope.gguf is not a file",
-        ),
-        ("TEASPILL_TOOL_MODULES", "my_tools", "TEASPILL_TOOL_MODULES names my_tools, which cannot"),
-        (
-            "TEASPILL_OBSERVER_MODULES",
-            "json",
-            "TEASPILL_OBSERVER_MODULES names json, which defines",
-        ),
-        ("TEASPILL_MODEL_MODULES", "no.such", "TEASPILL_MODEL_MODULES names no.such, which cannot"),
+        ("TEASPILL_MODEL_PATH", "/tmp/nope.gguf", "TEASPILL_MODEL_PATH=/tmp/nope.gguf is not a"),
+        ("TEASPILL_TOOL_MODULES", "my_tools", "TEASPILL_TOOL_MODULES names my_tools, which"),
+        ("TEASPILL_OBSERVER_MODULES", "json", "TEASPILL_OBSERVER_MODULES names json, which"),
+        ("TEASPILL_MODEL_MODULES", "no.such", "TEASPILL_MODEL_MODULES names no.such, which"),
     ],
+    ids=lambda case: case[0],
 )
 def test_up_stops_before_starting_anything_when_the_configuration_is_wrong(
-    variable: str, value: str, sentence: str, tmp_path: Path
+    case: tuple[str, str, str],
+    stack_down: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = isolated_settings(tmp_path / "home")
-    env = {**os.environ, **settings_env(settings), variable: value}
-    done, seconds = teaspill_up(env)
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"teaspill: {sentence}"), done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert "Starting" not in done.stdout
-    assert not (tmp_path / "home" / "stack.json").exists()
-    assert seconds < 5, "a configuration error is reported at once"
+    variable, value, sentence = case
+    monkeypatch.setenv(variable, value)
+    started = time.monotonic()
+    code = main(["up", "--detach"])
+    seconds = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.startswith(f"teaspill: {sentence}"), err
+    assert len(err.strip().splitlines()) == 1
+    assert "Starting" not in out
+    assert not (stack_down.home / "logs").exists(), "no part was started"
+    assert not (stack_down.home / "stack.json").exists()
+    assert seconds < 5, "nothing is waited for or retried"
 
 
 def request(url: str = "http://127.0.0.1:9/x") -> httpx.Request:
