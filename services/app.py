@@ -16,6 +16,7 @@ import restate
 
 from services.agent.object import agent_object
 from services.agent.observers import load_observers
+from services.config import check
 from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
@@ -72,7 +73,10 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
     """With both planes in one process, the agent runs model steps as local journaled
     steps (no invocation of the `Model` service); the service is still served, for a
-    control plane deployed elsewhere."""
+    control plane deployed elsewhere. Refuses to build (a `ConfigError` sentence) when a
+    setting, a plugin module or the model file is wrong, so a bad deployment stops at start
+    instead of failing turns."""
+    check(settings(), control=control, execution=execution)
     services: Services = []
     closers: list[Closer] = []
     runner = _execution(services, closers) if execution else None

@@ -33,6 +33,11 @@ class IngressError(Exception):
         self.from_handler = from_handler
 
 
+READ_TIMEOUT = 30.0
+"""Seconds a read (status, timeline) may take: Restate holds a call to an endpoint that is
+down until its own timeout, and a reader should hear that sooner."""
+
+
 class Ingress:
     def __init__(
         self,
@@ -47,9 +52,17 @@ class Ingress:
     def close(self) -> None:
         self._http.close()
 
-    def call(self, handler: Handler[In, Out], value: In, key: str | None = None) -> Out:
-        """Call and wait for the handler's answer."""
-        raw = self._post(handler.path(key), handler.encode(value), None)
+    def call(
+        self,
+        handler: Handler[In, Out],
+        value: In,
+        key: str | None = None,
+        *,
+        patience: float | None = None,
+    ) -> Out:
+        """Call and wait for the handler's answer (`patience`: seconds, if not the
+        client's timeout)."""
+        raw = self._post(handler.path(key), handler.encode(value), None, patience)
         return handler.decode(raw)
 
     def send(
@@ -90,13 +103,19 @@ class Ingress:
         return self.send(STOP, Empty(), address)
 
     def status(self, address: str) -> AgentStatus:
-        return self.call(STATUS, Empty(), address)
+        return self.call(STATUS, Empty(), address, patience=READ_TIMEOUT)
 
     def timeline(self, address: str, after_seq: int = 0, limit: int = 100) -> TimelinePage:
-        return self.call(TIMELINE, TimelineQuery(after_seq, limit), address)
+        query = TimelineQuery(after_seq, limit)
+        return self.call(TIMELINE, query, address, patience=READ_TIMEOUT)
 
-    def _post(self, path: str, body: bytes, idempotency_key: str | None) -> bytes:
-        response = self._http.post(path, content=body, headers=headers(body, idempotency_key))
+    def _post(
+        self, path: str, body: bytes, idempotency_key: str | None, patience: float | None = None
+    ) -> bytes:
+        limit = httpx.USE_CLIENT_DEFAULT if patience is None else patience
+        response = self._http.post(
+            path, content=body, headers=headers(body, idempotency_key), timeout=limit
+        )
         if response.status_code >= 400:
             raise error_of(response)
         return response.content

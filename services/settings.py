@@ -6,15 +6,27 @@ stacks on one machine stay apart when they use different homes and ports.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+PREFIX = "TEASPILL_"
+
+Modules = Annotated[tuple[str, ...], NoDecode]
+"""Module names, from a comma-separated variable (`a,b`) or a JSON list (`["a", "b"]`)."""
+
+
+class ConfigError(ValueError):
+    """A setting, a plugin module or a model file the deployment cannot run with; the
+    message is one sentence naming the variable and what it accepts."""
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TEASPILL_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=PREFIX, frozen=True)
 
     home: Path = Field(default=Path(".teaspill"), description="Where all state lives.")
     restate_host: str = Field(
@@ -61,18 +73,27 @@ class Settings(BaseSettings):
     )
     model_threads: int = Field(default=2, ge=1, description="CPU threads per loaded model.")
     model_context: int = Field(default=4096, ge=512, description="Context window in tokens.")
-    tool_modules: tuple[str, ...] = Field(
+    tool_modules: Modules = Field(
         default=(),
         description="Extra modules whose `TOOLS` list is added to the tool registry.",
     )
-    observer_modules: tuple[str, ...] = Field(
+    observer_modules: Modules = Field(
         default=(),
         description="Modules whose `OBSERVERS` list is told about every timeline event.",
     )
-    model_modules: tuple[str, ...] = Field(
+    model_modules: Modules = Field(
         default=(),
         description="Extra modules whose `MODELS` mapping is added to the model registry.",
     )
+
+    @field_validator("tool_modules", "observer_modules", "model_modules", mode="before")
+    @classmethod
+    def _module_list(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            return json.loads(value)
+        return tuple(name.strip() for name in value.split(",") if name.strip())
 
     @property
     def ingress_url(self) -> str:
@@ -102,6 +123,26 @@ class Settings(BaseSettings):
         return f"http://127.0.0.1:{self.endpoint_port}"
 
 
+def load_settings(**overrides: Any) -> Settings:
+    """The settings from the environment (and `overrides`); a `ConfigError` naming each
+    variable that is wrong, instead of pydantic's report."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise ConfigError(" ".join(_sentence(e) for e in error.errors())) from None
+    except (SettingsError, ValueError) as error:
+        raise ConfigError(f"A TEASPILL_ setting cannot be read: {error}.") from None
+
+
+def _sentence(error: Any) -> str:
+    field = ".".join(str(part) for part in error["loc"])
+    variable = f"{PREFIX}{field}".upper()
+    why = str(error["msg"]).removeprefix("Value error, ")
+    given = error.get("input")
+    shown = f"={given}" if isinstance(given, str | int | float) else ""
+    return f"{variable}{shown} is not valid: {why[0].lower()}{why[1:]}."
+
+
 @lru_cache(maxsize=1)
 def settings() -> Settings:
-    return Settings()
+    return load_settings()

@@ -44,10 +44,14 @@ def test_every_event_type_is_documented(tag: str) -> None:
     assert f"`{tag}`" in page("agents.md")
 
 
-def test_the_cli_reference_is_generated_from_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("columns", ["60", "100", "200"])
+def test_the_cli_reference_is_generated_from_the_cli(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the width of the terminal that runs the command the hint names."""
     from services.cli.reference import PAGE, render  # noqa: PLC0415
 
-    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("COLUMNS", columns)
     assert PAGE.read_text() == render(), "run `python -m services.cli.reference`"
 
 

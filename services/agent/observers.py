@@ -6,11 +6,11 @@ observer may see an event again when a wake replays after a crash.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 
 from schemas.events import Event
+from services.config import plugin
 
 Observer = Callable[[Event], None]
 log = logging.getLogger("teaspill.observers")
@@ -29,5 +29,5 @@ def load_observers(modules: Sequence[str]) -> list[Observer]:
     """The `OBSERVERS` list of each named module."""
     found: list[Observer] = []
     for name in modules:
-        found.extend(importlib.import_module(name).OBSERVERS)
+        found.extend(plugin(name, "OBSERVERS", "TEASPILL_OBSERVER_MODULES"))
     return found

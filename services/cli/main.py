@@ -8,15 +8,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schemas.spec import AgentSpec
-from services.cli import admin, stack, talk
-from services.ingress import Ingress, IngressError
+from schemas.wake import Message
+from services.cli import admin, health, stack, talk
+from services.cli.errors import guarded
+from services.ingress import Ingress
 from services.keys import SCOPES
 from services.offer import deployment_offer
-from services.settings import Settings
-from services.specs import SpecError, load_spec
-from services.stack import StackError
+from services.settings import Settings, load_settings
+from services.specs import load_spec
 
-EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "assistant.toml"
 EXAMPLE_AGENT = "local.assistant"
 
 Run = Callable[[argparse.Namespace, Settings, Ingress], int | None]
@@ -24,7 +24,12 @@ Run = Callable[[argparse.Namespace, Settings, Ingress], int | None]
 
 def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = verbs.add_parser("up", help="start the stack and chat with the example agent")
-    up.add_argument("--spec", type=Path, default=EXAMPLE_SPEC, help="agent spec to chat with")
+    up.add_argument(
+        "--spec",
+        type=Path,
+        help="spec file for the agent to chat with (default: its own, or "
+        "examples/assistant.toml for a new agent)",
+    )
     up.add_argument("--agent", default=EXAMPLE_AGENT, help="address of the agent to chat with")
     up.add_argument("--detach", action="store_true", help="leave the stack running and return")
     up.add_argument("--no-chat", action="store_true", help="serve until Ctrl-C, without a chat")
@@ -36,15 +41,26 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     send = verbs.add_parser("send", help="send one message and print the reply")
     send.add_argument("address", help="agent address, e.g. acme.helper")
     send.add_argument("text", help="the message")
-    send.add_argument("--spec", type=Path, help="spec file (needed for an agent's first message)")
+    first = send.add_mutually_exclusive_group()
+    first.add_argument(
+        "--spec", type=Path, help="spec file to run with (an agent's first message needs one)"
+    )
+    first.add_argument(
+        "--kind", help="a published kind to run with (or --spec for an agent's first message)"
+    )
     send.add_argument("--timeline", action="store_true", help="also print the turn's events")
     send.add_argument("--follow", action="store_true", help="print the turn live as it runs")
     send.set_defaults(run=_send)
 
     chat = verbs.add_parser("chat", help="talk to an agent interactively")
     chat.add_argument("address")
-    chat.add_argument("--spec", type=Path, default=EXAMPLE_SPEC)
-    chat.set_defaults(run=lambda a, s, i: talk.chat(i, a.address, spec_file(a.spec, s)))
+    chat.add_argument(
+        "--spec",
+        type=Path,
+        help="spec file to run with from now on; without it an existing agent keeps its spec "
+        "and a new one gets examples/assistant.toml",
+    )
+    chat.set_defaults(run=_chat)
 
     tail = verbs.add_parser("tail", help="print an agent's timeline, and follow it with -f")
     tail.add_argument("address")
@@ -82,7 +98,9 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     keys = verbs.add_parser("keys", help="API keys").add_subparsers(required=True, metavar="VERB")
     create = keys.add_parser("create", help="make a key; it is shown once")
     create.add_argument("tenant")
-    create.add_argument("--scope", choices=SCOPES, default="read")
+    create.add_argument(
+        "--scope", choices=SCOPES, default="read", help="what the key may do (default: read)"
+    )
     create.set_defaults(run=lambda a, s, i: admin.keys_create(i, a.tenant, a.scope))
     listing = keys.add_parser("list", help="a tenant's keys")
     listing.add_argument("tenant")
@@ -132,26 +150,20 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments (argparse answers a bad one with usage and exit 2), then run the
+    command inside the one error boundary."""
     args = parser().parse_args(argv)
-    settings = Settings()
-    try:
-        return _run(args, settings)
-    except (StackError, SpecError) as error:
-        print(f"teaspill: {error}", file=sys.stderr)
-        return 2
-    except IngressError as error:
-        print(f"teaspill: refused: {error.message} ({error.status})", file=sys.stderr)
-        return 1
+    return guarded(lambda: _run(args, load_settings()))
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     match args.command:
         case "up":
-            return stack.up(settings, spec_file(args.spec, settings), args)
+            return stack.up(settings, spec_file(args.spec, settings) if args.spec else None, args)
         case "down":
             return stack.down(settings)
         case "status":
-            return stack.status(settings)
+            return health.status(settings)
     ingress = Ingress(settings.ingress_url)
     try:
         run: Run = args.run
@@ -162,9 +174,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _send(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
     spec = spec_file(args.spec, settings) if args.spec else None
+    message = Message(args.text, spec=spec, kind=args.kind)
     if args.follow:
-        return talk.send_following(ingress, args.address, args.text, spec)
-    return talk.send(ingress, args.address, args.text, spec, show=args.timeline)
+        return talk.send_following(ingress, args.address, message)
+    return talk.send(ingress, args.address, message, show=args.timeline)
+
+
+def _chat(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
+    talk.open_chat(ingress, args.address, spec_file(args.spec, settings) if args.spec else None)
+    return 0
 
 
 def spec_file(path: Path, settings: Settings) -> AgentSpec:

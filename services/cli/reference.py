@@ -9,6 +9,8 @@ from pathlib import Path
 from services.cli.main import parser
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+WIDTH = 100
+"""The page's width, whatever the terminal that writes it (argparse follows $COLUMNS)."""
 
 
 def _commands(
@@ -22,6 +24,10 @@ def _commands(
     return found
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=WIDTH)
+
+
 def render() -> str:
     parts = [
         "# `teaspill` command reference\n",
@@ -29,7 +35,8 @@ def render() -> str:
     ]
     for name, command in _commands(parser(), "teaspill")[1:]:
         command.prog = name
-        parts.append(f"## `{name}`\n\n```\n{command.format_help().rstrip()}\n```\n")
+        command.formatter_class = _formatter
+        parts.append(f"## `{name}`\n\n```text\n{command.format_help().rstrip()}\n```\n")
     return "\n".join(parts)
 
 

@@ -11,17 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from schemas.spec import AgentSpec
 from services.cli import talk
+from services.config import check
 from services.ingress import Ingress
 from services.settings import Settings
-from services.stack import Stack
-from services.stack.gateway import local_url
-from services.stack.process import answers
+from services.stack import Stack, StackError
 
 RUN_FILE = "stack.json"
+LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
 
 
 def run_file(settings: Settings) -> Path:
@@ -29,22 +27,47 @@ def run_file(settings: Settings) -> Path:
 
 
 def start(settings: Settings) -> Stack:
-    """Start every part, saying what it does; a live token is made up for this stack
-    unless one is set, so the execution plane can push live text to the gateway."""
-    token = settings.live_token or secrets.token_urlsafe(24)
+    """Check the configuration, then start every part, saying what it does; a live token
+    is made up for this stack unless one is set, so the execution plane can push live text
+    to the gateway."""
+    # The parts (`python -m hypercorn`) import plugin modules from the directory they
+    # start in, which is this one: check from there too.
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    check(settings)
+    token = settings.live_token or _made_up_token(settings)
     stack = Stack(settings, env={"TEASPILL_LIVE_TOKEN": token}).up(print)
     _record(settings, stack)
     return stack
 
 
-def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
+def _made_up_token(settings: Settings) -> str:
+    """A live token for this stack, kept where a plane started by hand can read it."""
+    token = secrets.token_urlsafe(24)
+    path = settings.home / LIVE_TOKEN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(token)
+    print(
+        f"Live text uses a token made up for this stack, kept in {path}: a plane you start "
+        "by hand needs it as TEASPILL_LIVE_TOKEN (or set your own before `teaspill up`)."
+    )
+    return token
+
+
+def up(settings: Settings, spec: AgentSpec | None, args: argparse.Namespace) -> int:
     """Start the stack; then chat with `args.agent`, serve until Ctrl-C, or (`--detach`)
-    leave it running."""
+    leave it running. A stack this home already runs is used as it is."""
+    if (pids := recorded(settings)) is not None:
+        return _already_up(settings, spec, args, pids)
     running = start(settings)
     if args.detach:
         print(
-            f"The stack is up; `teaspill send {args.agent} 'hello' --spec {args.spec}` talks "
-            "to it and `teaspill down` stops it."
+            f"The stack is up; `teaspill send {args.agent} 'hello' --spec "
+            f"{args.spec or 'examples/assistant.toml'}` talks to it and `teaspill down` "
+            "stops it."
         )
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -54,7 +77,7 @@ def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
             signal.pause()
         else:
             ingress = Ingress(settings.ingress_url)
-            talk.chat(ingress, args.agent, spec)
+            talk.open_chat(ingress, args.agent, spec)
             ingress.close()
     except KeyboardInterrupt:
         pass
@@ -63,6 +86,38 @@ def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
         running.down()
         run_file(settings).unlink(missing_ok=True)
     return 0
+
+
+def _already_up(
+    settings: Settings, spec: AgentSpec | None, args: argparse.Namespace, pids: dict[str, int]
+) -> int:
+    listed = ", ".join(f"{name} {pid}" for name, pid in pids.items())
+    print(
+        f"The stack of {settings.home} is already running (pids: {listed}); "
+        "`teaspill status` shows it and `teaspill down` stops it."
+    )
+    if args.detach or args.no_chat or not sys.stdin.isatty():
+        return 0
+    ingress = Ingress(settings.ingress_url)
+    try:
+        talk.open_chat(ingress, args.agent, spec)
+    finally:
+        ingress.close()
+    return 0
+
+
+def recorded(settings: Settings) -> dict[str, int] | None:
+    """The parts a `teaspill up` of this home started and that still run; a record whose
+    processes are all gone is removed."""
+    path = run_file(settings)
+    if not path.exists():
+        return None
+    pids: dict[str, int | None] = json.loads(path.read_text())
+    alive = {name: pid for name, pid in pids.items() if pid and _signal_group(pid, 0)}
+    if not alive:
+        path.unlink(missing_ok=True)
+        return None
+    return alive
 
 
 def _record(settings: Settings, stack: Stack) -> None:
@@ -79,8 +134,10 @@ def down(settings: Settings) -> int:
     `Stack.down` uses."""
     path = run_file(settings)
     if not path.exists():
-        print(f"No stack is recorded in {settings.home}; nothing to stop.")
-        return 0
+        raise StackError(
+            f"No stack of {settings.home} is running (`teaspill up --detach` records one in "
+            f"{path}); nothing to stop."
+        )
     pids: dict[str, int | None] = json.loads(path.read_text())
     for name in ("gateway", "restate", "endpoint"):
         pid = pids.get(name)
@@ -104,21 +161,3 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _signal_group(pid, 0):
         time.sleep(0.1)
-
-
-def status(settings: Settings) -> int:
-    parts = {
-        "restate-server": f"{settings.admin_url}/health",
-        "ingress": f"{settings.ingress_url}/restate/health",
-        "endpoint": f"{settings.endpoint_url}/health",
-        "gateway": f"{local_url(settings)}/v1/health",
-    }
-    healthy = True
-    for name, url in parts.items():
-        ok = answers(url)
-        # The gateway answers 503 until the projection has its first event: it is up.
-        waiting = name == "gateway" and not ok and answers(url, httpx.codes.SERVICE_UNAVAILABLE)
-        healthy &= ok or waiting
-        state = "up" if ok else "up (no agent has run yet)" if waiting else "down"
-        print(f"{name:15} {state:5} {url}")
-    return 0 if healthy else 1

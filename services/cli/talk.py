@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from schemas.events import Event, TurnEnded
 from schemas.spec import AgentSpec
@@ -12,6 +13,9 @@ from schemas.wake import Approval, Message, answer_key
 from services.cli.render import describe
 from services.contracts import APPROVALS, Empty
 from services.ingress import Ingress
+from services.specs import load_spec
+
+EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "assistant.toml"
 
 
 def print_events(events: Iterable[Event]) -> None:
@@ -19,10 +23,10 @@ def print_events(events: Iterable[Event]) -> None:
         print(describe(event))
 
 
-def send(ingress: Ingress, address: str, text: str, spec: AgentSpec | None, *, show: bool) -> int:
+def send(ingress: Ingress, address: str, message: Message, *, show: bool) -> int:
     """Send one message, wait for the wake to end, print the reply (and the turn's events)."""
     before = ingress.status(address).last_seq
-    result = ingress.message(address, text, spec)
+    result = ingress.wake(address, message)
     if show:
         print_events(ingress.timeline(address, after_seq=before, limit=500).events)
     if result.status.state in ("waiting", "parked"):
@@ -52,9 +56,20 @@ def _explain_failure(ingress: Ingress, address: str, before: int) -> int:
     return 1
 
 
-def chat(ingress: Ingress, address: str, spec: AgentSpec) -> None:
-    """Read lines from the terminal and send each as a message, until end of input."""
-    print(f"Talking to {address} ({spec.kind}, model {spec.model}). Ctrl-D to leave.")
+def open_chat(ingress: Ingress, address: str, spec: AgentSpec | None) -> None:
+    """Chat; a `spec` is the agent's from now on. Without one an existing agent keeps its
+    own and a new agent gets the example spec, so a chat never changes a spec unasked."""
+    if spec is None and ingress.status(address).turn == 0:
+        print(f"{address} is new: it runs {EXAMPLE_SPEC.name} (choose another with --spec).")
+        spec = load_spec(EXAMPLE_SPEC)
+    chat(ingress, address, spec)
+
+
+def chat(ingress: Ingress, address: str, spec: AgentSpec | None) -> None:
+    """Read lines from the terminal and send each as a message, until end of input. A
+    `spec` goes with the first message (the agent keeps it); None keeps the agent's own."""
+    running = f"{spec.kind}, model {spec.model}" if spec else "its current spec"
+    print(f"Talking to {address} ({running}). Ctrl-D to leave.")
     while True:
         try:
             text = input("you> ").strip()
@@ -63,7 +78,8 @@ def chat(ingress: Ingress, address: str, spec: AgentSpec) -> None:
             return
         if not text:
             continue
-        send(ingress, address, text, spec, show=True)
+        send(ingress, address, Message(text, spec=spec), show=True)
+        spec = None
 
 
 def events_after(
@@ -98,10 +114,10 @@ def follow_turn(ingress: Ingress, address: str, after: int) -> TurnEnded:
     raise AssertionError("a followed timeline never ends")
 
 
-def send_following(ingress: Ingress, address: str, text: str, spec: AgentSpec | None) -> int:
+def send_following(ingress: Ingress, address: str, message: Message) -> int:
     """Send one-way and print the turn live as it happens."""
     before = ingress.status(address).last_seq
-    ingress.send_wake(address, Message(text, spec=spec))
+    ingress.send_wake(address, message)
     ended = follow_turn(ingress, address, before)
     if ended.outcome == "succeeded":
         print(ended.reply)

@@ -3,9 +3,9 @@ step names its model, and the execution plane looks it up here."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 
+from services.config import model_file, plugin
 from services.executor.protocol import ModelExecutor
 from services.executor.scripted import DirectiveExecutor
 from services.executor.worker import ModelWorker
@@ -15,7 +15,8 @@ ExecutorFactory = Callable[[], ModelExecutor]
 
 
 class UnknownModelError(LookupError):
-    pass
+    """No model of that name, or one that cannot be loaded: a turn fails with the sentence
+    instead of retrying a step that can never succeed."""
 
 
 class ModelRegistry:
@@ -34,7 +35,11 @@ class ModelRegistry:
             if factory is None:
                 known = ", ".join(self.names())
                 raise UnknownModelError(f"There is no model named {name!r}; known models: {known}.")
-            self._workers[name] = ModelWorker(factory())
+            try:
+                executor = factory()
+            except Exception as error:  # any load failure ends the turn, with its sentence
+                raise UnknownModelError(f"The model {name!r} cannot be loaded: {error}") from error
+            self._workers[name] = ModelWorker(executor)
         return self._workers[name]
 
     def close(self) -> None:
@@ -45,9 +50,9 @@ class ModelRegistry:
 
 def _smollm2(settings: Settings) -> ExecutorFactory:
     def load() -> ModelExecutor:
-        from services.executor.llama import LlamaExecutor, bundled_model_path  # noqa: PLC0415
+        from services.executor.llama import LlamaExecutor  # noqa: PLC0415
 
-        path = settings.model_path or bundled_model_path()
+        path = model_file(settings)
         return LlamaExecutor(path, n_ctx=settings.model_context, n_threads=settings.model_threads)
 
     return load
@@ -61,5 +66,5 @@ def default_models(settings: Settings, modules: Iterable[str] = ()) -> ModelRegi
         "script": DirectiveExecutor,
     }
     for name in modules:
-        factories.update(importlib.import_module(name).MODELS)
+        factories.update(plugin(name, "MODELS", "TEASPILL_MODEL_MODULES"))
     return ModelRegistry(factories)

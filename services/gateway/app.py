@@ -75,8 +75,15 @@ def create_app(
         finally:
             await rt.close()
 
+    # No Swagger UI or ReDoc: FastAPI's pages load their scripts from another host, and
+    # nothing the gateway serves may. /openapi.json is served for any viewer.
     app = GatewayApp(
-        title="teaspill gateway", version="1", description=DESCRIPTION, lifespan=lifespan
+        title="teaspill gateway",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runtime = rt
     errors.install(app)

@@ -98,10 +98,16 @@ def require(needed: KeyScope) -> Callable[[Principal], Principal]:
 
     def dependency(caller: Annotated[Principal, Depends(principal)]) -> Principal:
         if not allows(caller.scope, needed):
-            raise ApiError(403, f"this route needs a {needed} key; this key is {caller.scope}")
+            raise ApiError(
+                403, f"this route needs {_article(needed)} {needed} key; this key is {caller.scope}"
+            )
         return caller
 
     return dependency
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 @dataclass(frozen=True)
@@ -123,10 +129,12 @@ AddressParam = Annotated[
 
 
 def owned(needed: KeyScope) -> Callable[[Principal, str], Owned]:
-    """A dependency: the path's address, checked for form and tenant after the scope."""
+    """A dependency: the path's address, checked for form and tenant before the scope, so
+    another tenant's address is 404 whatever the key may do: a key learns nothing of
+    another tenant's agents, not even from a 403."""
 
     def dependency(
-        caller: Annotated[Principal, Depends(require(needed))], address: AddressParam
+        caller: Annotated[Principal, Depends(principal)], address: AddressParam
     ) -> Owned:
         try:
             parsed = parse_address(address)
@@ -134,6 +142,6 @@ def owned(needed: KeyScope) -> Callable[[Principal, str], Owned]:
             raise ApiError(400, str(error)) from error
         if parsed.tenant != caller.tenant:
             raise unknown_agent(address)
-        return Owned(caller, address)
+        return Owned(require(needed)(caller), address)
 
     return dependency

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 
 from services.gateway.catalog import Catalog
 
-OUTCOMES = ("succeeded", "stopped", "failed", "parked", "superseded")
+OUTCOMES = ("succeeded", "stopped", "failed", "superseded")
+"""How a turn ends; parked is a status a turn rests in, never an ending."""
 STATUSES = ("idle", "running", "waiting", "parked")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

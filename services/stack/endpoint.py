@@ -17,8 +17,7 @@ DEFAULT_APP = "services.app:create_app()"
 def settings_env(settings: Settings) -> dict[str, str]:
     """The settings as `TEASPILL_*` variables, so a child process reads the same values.
 
-    Paths are made absolute (the child may run elsewhere); tuples are JSON, which is how
-    pydantic-settings reads complex values from the environment.
+    Paths are made absolute (the child may run elsewhere); tuples are JSON lists.
     """
     prefix = settings.model_config.get("env_prefix", "")
     env: dict[str, str] = {}

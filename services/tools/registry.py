@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -11,6 +10,7 @@ import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import ToolResult, ToolStatus
+from services.config import plugin
 from services.tools.base import Tool, ToolContext, ToolError
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.effects import EffectLedger
@@ -82,5 +82,5 @@ def load_tools(home: Path, modules: Iterable[str] = ()) -> ToolRegistry:
     """The built-in tools plus the `TOOLS` list of each named module."""
     tools: list[Tool] = list(BUILTIN_TOOLS)
     for name in modules:
-        tools.extend(importlib.import_module(name).TOOLS)
+        tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
     return ToolRegistry(tools, home)

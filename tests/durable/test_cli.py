@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -180,3 +181,28 @@ def _catalog_shows(
 async def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     async with await ProjectionStore.open(path, readonly=True) as store:
         return await store.dump()
+
+
+def test_send_by_kind_and_a_chat_that_keeps_the_agents_spec(
+    cli: Any,
+    address: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = tmp_path / "clerk.toml"
+    spec.write_text(SPEC_FILE)
+    tenant = address.partition(".")[0]
+    assert cli("specs", "publish", tenant, str(spec), capsys=capsys)[0] == 0
+    code, out = cli(
+        "send", address, script({"reply": "sent by kind"}), "--kind", "clerk", capsys=capsys
+    )
+    assert (code, out.strip().splitlines()[-1]) == (0, "sent by kind")
+
+    # Without --spec a chat keeps the agent's spec: the scripted model still answers (the
+    # example spec would have switched it to smollm2).
+    monkeypatch.setattr("sys.stdin", io.StringIO(script({"reply": "still a clerk"}) + "\n"))
+    code, out = cli("chat", address, capsys=capsys)
+    assert code == 0
+    assert f"Talking to {address} (its current spec)" in out
+    assert "still a clerk" in out.splitlines()[-2]

@@ -55,6 +55,10 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
     try:
         assert "Starting the gateway" in up.stdout
         assert teaspill(env, "status").returncode == 0
+        again = teaspill(env, "up", "--detach")
+        assert again.returncode == 0, again.stderr
+        assert "is already running" in again.stdout
+        assert "Starting" not in again.stdout
         text = script(
             {"calls": [{"name": "calculator", "arguments": {"expression": "7*6"}}]},
             {"reply": "It is {results}."},

@@ -12,7 +12,7 @@ import pytest
 from schemas.events import ModelMessage
 from schemas.spec import Limits
 from schemas.wake import Message
-from services.cli.main import EXAMPLE_SPEC
+from services.cli.talk import EXAMPLE_SPEC
 from services.specs import load_spec
 from tests.durable.conftest import LiveStack, eventually
 

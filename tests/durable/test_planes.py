@@ -9,6 +9,7 @@ import pytest
 
 from schemas.spec import AgentSpec
 from schemas.wake import Message
+from services.cli import health
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Endpoint, RestateServer, free_port, register
@@ -61,3 +62,32 @@ def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_p
     events = stack.events(address)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [type(e.body).__name__ for e in events].count("ModelMessage") == 2
+
+
+def test_status_reports_each_plane_where_it_runs(
+    split: tuple[LiveStack, Endpoint], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack, execution = split
+    assert health.status(stack.settings) == 1  # no gateway in this stack
+    lines = capsys.readouterr().out.splitlines()
+    control_url = stack.settings.endpoint_url
+    execution_url = execution.settings.endpoint_url
+    assert any(
+        line.split()[:2] == ["deployment", "up"] and f"{control_url} (Agent, " in line
+        for line in lines
+    ), lines
+    assert any(
+        line.split()[:2] == ["deployment", "up"] and f"{execution_url} (Model)" in line
+        for line in lines
+    ), lines
+    assert [line.split()[:2] for line in lines if "gateway" in line] == [["gateway", "down"]]
+
+    execution.kill()
+    try:
+        health.status(stack.settings)
+        lines = capsys.readouterr().out.splitlines()
+        assert any(
+            line.split()[:2] == ["deployment", "down"] and execution_url in line for line in lines
+        )
+    finally:
+        execution.start()

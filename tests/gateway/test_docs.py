@@ -97,3 +97,33 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
     assert {"HealthDown", "LiveAccepted"} <= decoded
     assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded
+
+
+REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec")
+"""Bodies a client sends may leave out optional fields; answers show every field."""
+
+
+def as_json(value: object) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return msgspec.to_builtins(value)
+
+
+def missing(shown: Any, full: Any, path: str = "") -> list[str]:
+    """The fields `full` has that `shown` leaves out, by path."""
+    if isinstance(full, dict) and isinstance(shown, dict):
+        found = [f"{path}.{key}" for key in full if key not in shown]
+        for key in full.keys() & shown.keys():
+            found += missing(shown[key], full[key], f"{path}.{key}")
+        return found
+    if isinstance(full, list) and isinstance(shown, list) and full and shown:
+        return missing(shown[0], full[0], f"{path}[0]")
+    return []
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_answer_example_shows_every_field_the_api_returns(example: str) -> None:
+    parsed = json.loads(example)
+    value = decode(parsed)
+    if type(value).__name__ not in REQUESTS:
+        assert missing(parsed, as_json(value)) == []

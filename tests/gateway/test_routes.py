@@ -253,3 +253,13 @@ async def test_a_spec_is_published_as_agents_run_it(world: World, tools: object)
     assert response.status_code == 201, response.text
     spec = world.ingress.published[("acme", "policy")][0]
     assert spec == msgspec.convert({**body, "version": 1}, AgentSpec)
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/docs/oauth2-redirect"])
+async def test_no_documentation_page_loads_from_another_host(world: World, path: str) -> None:
+    """FastAPI's Swagger UI and ReDoc pull their scripts from a CDN: they are switched off,
+    and the description they would show is served as JSON."""
+    assert (await world.client.get(path)).status_code == 404
+    described = await world.client.get("/openapi.json")
+    assert described.status_code == 200
+    assert described.json()["info"]["title"] == "teaspill gateway"

@@ -1,0 +1,117 @@
+"""The one boundary where what a user can cause becomes a sentence: the stack is down, a
+part does not answer, a setting or a spec file is wrong, Restate refuses. Every command
+runs inside `guarded`, so no such condition reaches the terminal as a traceback.
+
+Each sentence says what is wrong and what to run; the exit code is 2 for input the user
+can fix (settings, arguments, spec files) and 1 for a stack that cannot do it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import httpx
+import msgspec
+
+from services.ingress import IngressError
+from services.settings import ConfigError
+from services.specs import SpecError
+from services.stack import StackError
+
+STATUS_HINT = "`teaspill status` shows which part is down"
+
+
+def guarded(run: Callable[[], int]) -> int:
+    """Run a command; print a known failure as `teaspill: <sentence>` and return its code."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except Exception as error:
+        explained = explain(error)
+        if explained is None:
+            raise
+        sentence, code = explained
+        print(f"teaspill: {sentence}", file=sys.stderr)
+        return code
+
+
+def explain(error: Exception) -> tuple[str, int] | None:
+    """The sentence and exit code for a failure a user can cause; None for a bug."""
+    for kind, words in _SENTENCES:
+        if isinstance(error, kind):
+            return words(error)
+    return None
+
+
+def _where(error: httpx.RequestError) -> str:
+    try:
+        url = error.request.url
+    except RuntimeError:
+        return "the stack"
+    return f"{url.scheme}://{url.netloc.decode()}"
+
+
+def _unreachable(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, httpx.RequestError)
+    return (
+        f"nothing answers at {_where(error)}: is the stack running? Start it with "
+        f"`teaspill up --detach`; {STATUS_HINT}.",
+        1,
+    )
+
+
+def _timeout(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, httpx.RequestError)
+    return (
+        f"{_where(error)} did not answer in time: a part of the stack is down or busy; "
+        f"{STATUS_HINT}.",
+        1,
+    )
+
+
+def _transport(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, httpx.RequestError)
+    return f"talking to {_where(error)} failed ({error or type(error).__name__}); {STATUS_HINT}.", 1
+
+
+def _refused(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, IngressError)
+    message = error.message.strip().rstrip(".")
+    if error.status == httpx.codes.NOT_FOUND and "service" in message.lower():
+        return (
+            f"Restate does not know this handler ({message}): the endpoint is not registered; "
+            "`teaspill up` registers it.",
+            1,
+        )
+    return f"refused: {message} ({error.status}).", 1
+
+
+def _undecodable(error: Exception) -> tuple[str, int]:
+    return (
+        f"the stack answered something this CLI cannot read ({error}): is it running another "
+        "version? `teaspill down`, then `teaspill up` with this one.",
+        1,
+    )
+
+
+def _os(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, OSError)
+    where = f" ({error.filename})" if error.filename else ""
+    return f"{error.strerror or error}{where}.", 1
+
+
+_SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]], ...] = (
+    (ConfigError, lambda e: (str(e), 2)),
+    (SpecError, lambda e: (str(e), 2)),
+    (StackError, lambda e: (str(e), 1)),
+    (IngressError, _refused),
+    (httpx.ConnectError, _unreachable),
+    (httpx.TimeoutException, _timeout),
+    (httpx.TransportError, _transport),
+    (msgspec.DecodeError, _undecodable),
+    (msgspec.ValidationError, _undecodable),
+    (OSError, _os),
+)

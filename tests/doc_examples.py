@@ -1,0 +1,96 @@
+"""Finds every fenced block in README.md and docs/*.md, and runs what is runnable.
+
+The rules a page follows, so that a new page is covered without a change here:
+- every fence names its language; `text` is shown output, not an example;
+- `sh` blocks run with bash, in order, in a sandbox of their own per page: a temporary
+  `TEASPILL_HOME`, free ports (the documented default ports in a block are rewritten to
+  them), a working directory that mirrors the repository's top level; a block that
+  needs the stack starts it (`teaspill up --detach`), and whatever a page started is
+  stopped after its last block;
+- `python` blocks run as files in that directory (`# name.py` on the first line names
+  the file, so the page's `sh` blocks can use it), and a module defining `TOOLS`,
+  `MODELS` or `OBSERVERS` is loaded and used as the services would (tests/plugin_check.py);
+- `toml` blocks are parsed, and one with a `kind` is loaded as an agent spec;
+- `json` blocks are parsed; `jsonl` blocks are parsed line by line;
+- a block that cannot run says so and why, on the line before its fence:
+  `<!-- not run: <why> -->`. Use it sparingly: a block marked so is not checked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = frozenset({"sh", "python", "toml", "json", "jsonl"})
+SHOWN = frozenset({"text"})
+SKIP = re.compile(r"<!--\s*not run:\s*(?P<why>.*?)\s*-->\s*$")
+FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`]*)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    """The line of the opening fence, counted from 1."""
+    language: str
+    text: str
+    skipped: str | None
+    """Why the block is not run, from its `<!-- not run: ... -->` marker; None if it runs."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def runs(self) -> bool:
+        return self.skipped is None and self.language in RUN
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks(page: Path) -> list[Block]:
+    lines = page.read_text().splitlines()
+    found: list[Block] = []
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        close = _closing(lines, index, opening.group("fence"))
+        found.append(
+            Block(
+                page=page,
+                line=index + 1,
+                language=opening.group("info").strip().split(" ")[0],
+                text="\n".join(lines[index + 1 : close]) + "\n",
+                skipped=_skip_reason(lines, index),
+            )
+        )
+        index = close + 1
+    return found
+
+
+def _closing(lines: list[str], start: int, fence: str) -> int:
+    for index in range(start + 1, len(lines)):
+        if lines[index].strip() == fence:
+            return index
+    raise AssertionError(f"a fence opened on line {start + 1} is never closed")
+
+
+def _skip_reason(lines: list[str], fence: int) -> str | None:
+    before = fence - 1
+    while before >= 0 and not lines[before].strip():
+        before -= 1
+    if before < 0:
+        return None
+    marker = SKIP.search(lines[before])
+    return marker.group("why") if marker else None
+
+
+def every_block() -> list[Block]:
+    return [block for page in pages() for block in blocks(page)]

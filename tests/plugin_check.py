@@ -1,0 +1,48 @@
+"""`python -m tests.plugin_check MODULE`: load a plugin module from the docs the way the
+services do, and use what it offers the way they do (a model answers one request), so a
+documented plugin that no longer fits the interface fails the build."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import tempfile
+from pathlib import Path
+
+from schemas.chat import ChatMessage
+from schemas.model import ModelRequest
+from services.agent.observers import load_observers
+from services.executor.registry import default_models
+from services.settings import load_settings
+from services.tools.registry import load_tools
+
+
+def check(module: str) -> list[str]:
+    """What the module offers, each used once; a sentence per thing."""
+    loaded = importlib.import_module(module)
+    said: list[str] = []
+    if hasattr(loaded, "TOOLS"):
+        with tempfile.TemporaryDirectory() as home:
+            names = [d.name for d in load_tools(Path(home), [module]).definitions()]
+        said.append(f"tools: {', '.join(names)}")
+    if hasattr(loaded, "OBSERVERS"):
+        said.append(f"{len(load_observers([module]))} observers")
+    for name in getattr(loaded, "MODELS", {}):
+        said.append(f"model {name}: {asyncio.run(_ask(module, name))!r}")
+    return said
+
+
+async def _ask(module: str, name: str) -> str:
+    models = default_models(load_settings(), [module])
+    try:
+        request = ModelRequest(name, (ChatMessage("user", "Say hello."),), max_tokens=16)
+        reply = await models.worker(name).generate(request)
+    finally:
+        models.close()
+    return reply.message.content
+
+
+if __name__ == "__main__":
+    for line in check(sys.argv[1]):
+        sys.stdout.write(f"{line}\n")

@@ -1,0 +1,101 @@
+"""Every example in README.md and docs/*.md runs, so a page that drifts from the code
+fails the build. How a page marks its blocks: tests/doc_examples.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.specs import load_spec
+from tests.doc_examples import RUN, SHOWN, Block, blocks, every_block, pages
+from tests.doc_sandbox import Sandbox
+
+BLOCKS = every_block()
+
+
+def by_language(*languages: str) -> list[Block]:
+    return [b for b in BLOCKS if b.runs and b.language in languages]
+
+
+def ids(found: list[Block]) -> list[str]:
+    return [b.where for b in found]
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    box = Sandbox(tmp_path)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def test_every_block_says_what_it_is() -> None:
+    unnamed = [b.where for b in BLOCKS if b.language not in RUN | SHOWN]
+    assert unnamed == [], f"name each fence's language, one of {sorted(RUN | SHOWN)}"
+
+
+def test_a_block_left_out_says_why() -> None:
+    left_out = [b for b in BLOCKS if b.skipped is not None]
+    assert all(len(b.skipped or "") >= 10 for b in left_out), ids(left_out)
+    assert len(left_out) <= len(by_language("sh", "python", "toml", "json", "jsonl")) // 4
+
+
+@pytest.mark.parametrize("block", by_language("json"), ids=ids(by_language("json")))
+def test_json_examples_parse(block: Block) -> None:
+    json.loads(block.text)
+
+
+@pytest.mark.parametrize("block", by_language("jsonl"), ids=ids(by_language("jsonl")))
+def test_json_lines_examples_parse(block: Block) -> None:
+    for line in filter(None, block.text.splitlines()):
+        json.loads(line)
+
+
+@pytest.mark.parametrize("block", by_language("toml"), ids=ids(by_language("toml")))
+def test_toml_examples_parse_and_specs_load(block: Block, tmp_path: Path) -> None:
+    parsed = tomllib.loads(block.text)
+    if "kind" in parsed:
+        path = tmp_path / "spec.toml"
+        path.write_text(block.text)
+        load_spec(path)
+
+
+@pytest.mark.parametrize("block", by_language("python"), ids=ids(by_language("python")))
+def test_python_examples_run(block: Block, sandbox: Sandbox) -> None:
+    path = sandbox.run_python(block)
+    module = path.relative_to(sandbox.directory).with_suffix("").as_posix().replace("/", ".")
+    checked = subprocess.run(
+        [sys.executable, "-m", "tests.plugin_check", module],
+        cwd=sandbox.directory,
+        env=sandbox.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert checked.returncode == 0, f"{block.where}: {checked.stderr}"
+
+
+def shell_pages() -> list[Path]:
+    return [p for p in pages() if any(b.runs and b.language == "sh" for b in blocks(p))]
+
+
+@pytest.mark.durable
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("page", shell_pages(), ids=lambda p: p.name)
+def test_shell_examples_run_in_order(page: Path, sandbox: Sandbox) -> None:
+    """The page's python blocks are written first (its sh blocks may use them), then
+    each sh block runs against what the blocks before it started."""
+    for block in blocks(page):
+        if block.runs and block.language == "python":
+            sandbox.run_python(block)
+    for block in blocks(page):
+        if block.runs and block.language == "sh":
+            sandbox.run_shell(block)
