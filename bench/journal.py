@@ -11,7 +11,6 @@ once the projection holds the turn's events.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,7 +24,6 @@ from bench.timeline import events_per_turn
 from services.stack.journal import Invocation, Journal, RestateAdmin, Tally, tally_by_type
 
 SETTLE_TIMEOUT = 60.0
-FINISHED = "completed"
 
 
 @dataclass(frozen=True)
@@ -99,17 +97,7 @@ def _counted(
     with their journals."""
     before = {invocation.id for invocation in admin.invocations()}
     turn()
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while True:
-        made = [i for i in admin.invocations() if i.id not in before]
-        if all(i.status == FINISHED for i in made):
-            break
-        if time.monotonic() > deadline:
-            running = sorted({f"{i.target_service_name} ({i.status})" for i in made})
-            raise BenchError(
-                f"invocations still unfinished {SETTLE_TIMEOUT:g} s after the turn: {running}."
-            )
-        time.sleep(0.1)
+    made = admin.finished_since(before, SETTLE_TIMEOUT)
     journals = admin.journals([i.id for i in made])
     empty = [i.target_service_name for i, j in zip(made, journals, strict=True) if not j.entries]
     if empty:

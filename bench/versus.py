@@ -126,7 +126,10 @@ def _compare_table(rows: Sequence[Row]) -> str:
         ]
         for row in rows
     ]
-    return table(["figure", "teaspill", "plain loop", "ratio", "goal", ""], lines)
+    head = ["figure", "teaspill", "plain loop", "ratio", "goal", "met"]
+    if not any(row.goal for row in rows):
+        head, lines = head[:4], [line[:4] for line in lines]
+    return table(head, lines)
 
 
 def _service_table(costs: Sequence[JournalCost]) -> str:

@@ -147,3 +147,52 @@ def test_an_answer_without_rows_is_a_sentence() -> None:
 
     with admin(odd) as client, pytest.raises(JournalError, match="answered a query with"):
         client.query("SELECT 1")
+
+
+def invocation_row(invocation: str, service: str, status: str) -> dict[str, Any]:
+    return {
+        "id": invocation,
+        "target_service_name": service,
+        "target_handler_name": "h",
+        "status": status,
+    }
+
+
+def test_what_a_turn_caused_is_returned_once_all_of_it_has_finished() -> None:
+    answers = iter(
+        [
+            [
+                invocation_row("inv_old", "Agent", "completed"),
+                invocation_row("inv_new", "Agent", "running"),
+            ],
+            [
+                invocation_row("inv_old", "Agent", "completed"),
+                invocation_row("inv_new", "Agent", "completed"),
+                invocation_row("inv_sent", "Projector", "inboxed"),
+            ],
+            [
+                invocation_row("inv_old", "Agent", "completed"),
+                invocation_row("inv_new", "Agent", "completed"),
+                invocation_row("inv_sent", "Projector", "completed"),
+            ],
+        ]
+    )
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"rows": next(answers)})
+
+    with admin(handle) as client:
+        made = client.finished_since({"inv_old"}, timeout=5.0, poll=0.0)
+    assert [(i.id, i.target_service_name) for i in made] == [
+        ("inv_new", "Agent"),
+        ("inv_sent", "Projector"),
+    ]
+
+
+def test_invocations_that_never_finish_are_named_in_a_sentence() -> None:
+    rows = [invocation_row("inv_new", "Projector", "backing-off")]
+    with admin(answering(rows, [])) as client, pytest.raises(JournalError) as raised:
+        client.finished_since(set(), timeout=0.05, poll=0.01)
+    assert str(raised.value) == (
+        "invocations still unfinished after 0.05 s: Projector (backing-off)."
+    )

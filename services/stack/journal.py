@@ -10,6 +10,7 @@ invocations); nothing in the running system depends on it.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ import httpx
 import msgspec
 
 RETENTION = "1h"
+FINISHED = "completed"
+"""`sys_invocation.status` of an invocation that has finished."""
 _INVOCATION_ID = re.compile(r"inv_[0-9A-Za-z]+")
 _SERVICE_NAME = re.compile(r"[A-Za-z_][0-9A-Za-z_.-]*")
 
@@ -139,6 +142,26 @@ class RestateAdmin:
         where = "" if ids is None else f" WHERE id IN ({_id_list(ids)})"
         rows = self.query(f"SELECT {columns} FROM sys_invocation{where} ORDER BY id")  # noqa: S608
         return [msgspec.convert(_no_nulls(row), Invocation) for row in rows]
+
+    def finished_since(
+        self, before: Iterable[str], timeout: float = 60.0, poll: float = 0.1
+    ) -> list[Invocation]:
+        """The invocations Restate made since `before` (the ids it knew then), once every
+        one of them has finished: what a turn caused, its calls and sends included."""
+        known = set(before)
+        deadline = time.monotonic() + timeout
+        while True:
+            made = [i for i in self.invocations() if i.id not in known]
+            unfinished = sorted(
+                {f"{i.target_service_name} ({i.status})" for i in made if i.status != FINISHED}
+            )
+            if not unfinished:
+                return made
+            if time.monotonic() > deadline:
+                raise JournalError(
+                    f"invocations still unfinished after {timeout:g} s: {', '.join(unfinished)}."
+                )
+            time.sleep(poll)
 
     def journal(self, invocation: str) -> Journal:
         """One invocation's journal; raises `JournalError` when Restate holds none."""

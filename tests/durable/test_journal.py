@@ -76,10 +76,14 @@ def test_each_round_journals_its_model_and_tool_steps(
 def test_the_invocation_is_found_with_its_target(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
+    before = {invocation.id for invocation in admin.invocations()}
     invocation = run_turn(stack, address, 1, 2)
     [found] = admin.invocations([invocation])
     assert (found.target_service_name, found.target_handler_name) == (SERVICE, HANDLER)
     assert (found.target_service_key, found.status) == (address, "completed")
+    # Other tests' agents share this server, so more may have started meanwhile.
+    assert found in admin.finished_since(before)
+    assert invocation not in before
 
 
 def test_a_growing_history_shows_in_the_bytes_not_the_entries(
