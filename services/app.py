@@ -43,14 +43,14 @@ def _control(services: Services, closers: list[Closer]) -> None:
 
 def _execution(services: Services, closers: list[Closer]) -> None:
     config = settings()
-    models = default_models(config, config.model_modules)
+    client = httpx.AsyncClient()
+    models = default_models(config, config.model_modules, client)
     live = None
     if config.live_token:
-        client = httpx.AsyncClient()
         live = http_post(config.live_push_url, config.live_token, client)
-        closers.append(client.aclose)
-    services.append(model_service(models, live))
+    services.append(model_service(models, live, config.local_only_tenants))
     closers.append(lambda: asyncio.to_thread(models.close))
+    closers.append(client.aclose)
 
 
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:

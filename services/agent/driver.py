@@ -16,6 +16,7 @@ from schemas.events import (
     ChildSpawned,
     Event,
     EventBody,
+    ModelFallback,
     ModelMessage,
     ToolCalled,
     ToolFinished,
@@ -129,9 +130,16 @@ class Driver:
         self.usage = add(self.usage, reply.usage)
         message = reply.message
         recorded = await self._record(
-            ModelMessage(request.model, message.content, message.tool_calls, reply.usage)
+            *(ModelFallback(f.model, f.next, f.reason) for f in reply.fallbacks),
+            ModelMessage(
+                reply.model or request.model,
+                message.content,
+                message.tool_calls,
+                reply.usage,
+                reply.timing,
+            ),
         )
-        await self._pipeline.after_model(reply.usage, recorded[0].at.timestamp())
+        await self._pipeline.after_model(reply.usage, recorded[-1].at.timestamp())
         return reply
 
     async def _call_tool(self, command: CallTool) -> ToolResult:
