@@ -152,7 +152,7 @@ class LlamaSequence:
     def load(self, tokens: Sequence[int], state: bytes) -> None:
         buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         if llama_cpp.llama_state_seq_set_data(self._llm.ctx, buffer, len(state), self.SEQ) == 0:
-            self._llm.reset()
+            self._llm.reset()  # type: ignore[no-untyped-call]
             return
         self._llm.input_ids[: len(tokens)] = tokens
         self._llm.n_tokens = len(tokens)

@@ -51,11 +51,18 @@ class RemoteStack:
         self.ingress.send(address, Message(text, spec=spec))
 
     def follow(self, address: str) -> Iterator[Sse]:
+        """One SSE follower of the agent, once the catalog knows it."""
         auth = {"Authorization": f"Bearer {self.key}"}
         url = f"/v1/agents/{address}/events"
-        with self.http.stream("GET", url, headers=auth, timeout=120) as response:
-            assert response.status_code == 200, response.read()
-            yield Sse(response)
+        deadline = time.monotonic() + 60
+        while True:
+            with self.http.stream("GET", url, headers=auth, timeout=120) as response:
+                if response.status_code == 200:
+                    yield Sse(response)
+                    return
+                assert response.status_code == 404, response.read()
+            assert time.monotonic() < deadline, f"{address} never reached the catalog"
+            time.sleep(0.1)
 
     def events(self, address: str) -> list[Event]:
         return list(self.ingress.timeline(address, after_seq=0, limit=500).events)
@@ -155,8 +162,8 @@ def test_a_turn_on_the_server_streams_live_text_before_the_recorded_message(
     assert message.model == "remote"
     assert message.text
     assert "".join(deltas).strip() == message.text
-    assert message.usage.prompt_tokens > 0
-    assert message.usage.completion_tokens > 0
+    # llama-cpp-python's server sends no usage when it streams: the chunks are counted.
+    assert message.usage.completion_tokens == len(deltas)
     assert message.timing.first_token_seconds > 0
     assert remote.ended(address).outcome == "succeeded"
 

@@ -117,7 +117,12 @@ def test_a_stream_cut_before_the_reply_is_done_is_a_model_error(
 
 def test_a_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[httpx.Request] = []
-    model = executor(lambda r: calls.append(r) or httpx.Response(200), monkeypatch)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(200)
+
+    model = executor(handler, monkeypatch)
     monkeypatch.delenv("TEST_REMOTE_KEY")
     with pytest.raises(ValueError, match="TEST_REMOTE_KEY, which is not set"):
         run(model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.events import Event, ModelFallback, ModelMessage
+from schemas.events import Event, EventBody, ModelFallback, ModelMessage
 from schemas.model import Timing, Usage
 from tests.gateway.conftest import T0, World
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 async def test_each_model_has_its_calls_fallbacks_timings_and_reuse(world: World) -> None:
     fast = Timing(queue_seconds=0.5, first_token_seconds=0.25, tokens_per_second=80.0)
     slow = Timing(queue_seconds=1.5, first_token_seconds=0.75, tokens_per_second=40.0)
-    bodies = [
+    bodies: list[tuple[int, int, EventBody]] = [
         (2, 1, ModelFallback("vllm", "smollm2", "It broke.")),
         (2, 1, ModelMessage("smollm2", "a", (), Usage(100, 5, 90), fast)),
         (2, 2, ModelMessage("smollm2", "b", (), Usage(100, 5, 70), slow)),
