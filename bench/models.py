@@ -200,12 +200,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=len(QUESTIONS), choices=range(1, 7))
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write results here")
     args = parser.parse_args(argv)
-    runs = [cache_run(args.agents, args.turns, cache=on) for on in (True, False)]
+    runs = []
+    for on in (True, False):
+        runs.append(cache_run(args.agents, args.turns, cache=on))
+        print(f"bench: {asdict(runs[-1]) | {'replies': None}}", file=sys.stderr, flush=True)
     if runs[0].replies != runs[1].replies:
         print("bench: the replies differ with and without the cache; no figures.", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="teaspill-bench-models-") as logs:
         paths = [in_process(args.turns), served(args.turns, Path(logs))]
+    print(f"bench: {[asdict(p) for p in paths]}", file=sys.stderr, flush=True)
     print(render(runs, paths, args.agents, args.turns))
     if args.json is not None:
         result = {
