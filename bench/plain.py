@@ -57,7 +57,7 @@ def plain_object(models: ModelRegistry, tools: ToolRegistry) -> restate.VirtualO
     system = ChatMessage(role="system", content=INSTRUCTIONS)
 
     async def generate(request: ModelRequest) -> ModelReply:
-        return await models.worker(request.model).generate(request)
+        return await models.runner(request.model).generate(request)
 
     @loop.handler(HANDLER)
     async def turn(ctx: restate.ObjectContext, request: PlainTurn) -> PlainReply:

@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.chat import ToolCall
 from schemas.harness import ToolStatus
-from schemas.model import Usage
+from schemas.model import Timing, Usage
 
 Outcome = Literal["succeeded", "stopped", "failed", "parked", "superseded"]
 
@@ -34,9 +34,20 @@ class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
 
 class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
     model: str
+    """The model that wrote the message (after any fallback)."""
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
+    timing: Timing = Timing()
+
+
+class ModelFallback(msgspec.Struct, frozen=True, tag="model_fallback"):
+    """A model failed during the round; the round started again on `next`, and what the
+    failed model had written live was taken back."""
+
+    model: str
+    next: str
+    reason: str
 
 
 class ToolCalled(msgspec.Struct, frozen=True, tag="tool_called"):
@@ -130,6 +141,7 @@ EventBody = (
     TurnStarted
     | MessageQueued
     | ModelMessage
+    | ModelFallback
     | ToolCalled
     | ToolFinished
     | ChildSpawned

@@ -20,6 +20,10 @@ class ModelRequest(msgspec.Struct, frozen=True):
     agent: str = ""
     turn: int = 0
     round: int = 0
+    fallback: tuple[str, ...] = ()
+    """Models to try in order when `model` fails; the round starts again on each."""
+    local_only: bool = False
+    """Never run on a model tagged `external`, not even as a fallback."""
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -32,10 +36,35 @@ class Usage(msgspec.Struct, frozen=True):
 FinishReason = Literal["stop", "length", "tool_calls", "cancelled"]
 
 
+class Timing(msgspec.Struct, frozen=True):
+    """How long one model call took, measured on the execution plane."""
+
+    queue_seconds: float = 0.0
+    """Waiting for the model behind other agents' calls."""
+    first_token_seconds: float = 0.0
+    """From the start of the call (after the queue) to the first generated token."""
+    tokens_per_second: float = 0.0
+    """Completion tokens per second of generation, after the first token."""
+
+
+class Fallback(msgspec.Struct, frozen=True):
+    """A model of the chain failed and the round started again on the next one."""
+
+    model: str
+    next: str
+    reason: str
+    """One sentence: what went wrong with `model`."""
+
+
 class ModelReply(msgspec.Struct, frozen=True):
     message: ChatMessage
     usage: Usage = Usage()
     finish_reason: FinishReason = "stop"
+    model: str = ""
+    """The model that wrote the reply (the request's, or a fallback)."""
+    timing: Timing = Timing()
+    fallbacks: tuple[Fallback, ...] = ()
+    """Models of the chain that failed before `model` answered, in order."""
     started: float = 0
     finished: float = 0
     """Unix seconds the step began and ended, taken inside the journaled step (so a replay

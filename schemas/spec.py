@@ -52,6 +52,11 @@ class AgentSpec(msgspec.Struct, frozen=True):
     kind: str
     instructions: str
     model: str = "smollm2"
+    fallback: tuple[str, ...] = ()
+    """Models to try in order when `model` fails (an error, a timeout, a server gone)."""
+    local_only: bool = False
+    """Run only on models tagged `local`: a fallback to an `external` model fails the
+    turn instead."""
     tools: tuple[str, ...] | dict[str, Policy] = ()
     """The tools the agent is granted: names (each `allow`), or names with their policy.
     The built-in `spawn_agent` and `wait` come with `can_spawn`."""

@@ -58,15 +58,15 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
 
 def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     config = settings()
-    models = default_models(config, config.model_modules)
+    client = httpx.AsyncClient()
+    models = default_models(config, config.model_modules, client)
     live = None
     if config.live_token:
-        client = httpx.AsyncClient()
         live = http_post(config.live_push_url, config.live_token, client)
-        closers.append(client.aclose)
-    runner = ModelRunner(models, live)
+    runner = ModelRunner(models, live, config.local_only_tenants)
     services.append(model_service(runner))
     closers.append(lambda: asyncio.to_thread(runner.close))
+    closers.append(client.aclose)
     return runner
 
 

@@ -73,6 +73,24 @@ class Settings(BaseSettings):
     )
     model_threads: int = Field(default=2, ge=1, description="CPU threads per loaded model.")
     model_context: int = Field(default=4096, ge=512, description="Context window in tokens.")
+    model_cache_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of llama.cpp state kept for recent agents' prompt prefixes (least "
+        "recently used dropped first); 0 keeps only the prefix the model holds.",
+    )
+    models_file: Path | None = Field(
+        default=None,
+        description="TOML file naming OpenAI-compatible model servers (docs/models.md).",
+    )
+    scripted_model: bool = Field(
+        default=False, description="Offer the scripted fake model `script` (tests and demos)."
+    )
+    local_only_tenants: Modules = Field(
+        default=(),
+        description="Tenants whose agents run only on models tagged `local`, as if each of "
+        "their specs said `local_only = true`.",
+    )
     tool_modules: Modules = Field(
         default=(),
         description="Extra modules whose `TOOLS` list is added to the tool registry.",

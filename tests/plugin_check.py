@@ -37,7 +37,7 @@ async def _ask(module: str, name: str) -> str:
     models = default_models(load_settings(), [module])
     try:
         request = ModelRequest(name, (ChatMessage("user", "Say hello."),), max_tokens=16)
-        reply = await models.worker(name).generate(request)
+        reply = await models.runner(name).generate(request)
     finally:
         models.close()
     return reply.message.content

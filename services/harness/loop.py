@@ -240,6 +240,8 @@ def _model_request(given: TurnInput, turn: TurnState) -> ModelRequest:
     system = ChatMessage(role="system", content=turn.spec.instructions)
     return ModelRequest(
         model=turn.spec.model,
+        fallback=turn.spec.fallback,
+        local_only=turn.spec.local_only,
         messages=(system, *given.history, *turn.messages),
         tools=_definitions(given, turn),
         max_tokens=turn.spec.limits.max_tokens,

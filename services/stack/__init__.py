@@ -33,12 +33,12 @@ __all__ = [
 
 
 def isolated_settings(home: Path, **overrides: Any) -> Settings:
-    """Settings for a stack of its own: `home`, and free ports for every part, so that it
-    meets no other stack on the machine (tests, benchmarks)."""
+    """Settings for a stack of its own: `home`, free ports for every part, so that it
+    meets no other stack on the machine, and the scripted model on (tests, benchmarks)."""
     ports = {
         f"{part}_port": free_port() for part in ("ingress", "admin", "node", "endpoint", "gateway")
     }
-    return Settings(home=home, **{**ports, **overrides})
+    return Settings(home=home, **{**ports, "scripted_model": True, **overrides})
 
 
 class Stack:

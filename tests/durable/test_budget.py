@@ -84,8 +84,8 @@ def test_a_round_journals_its_two_steps_one_chunk_and_one_send(
     budget["Notification: Run"] -= 1
     assert counted == budget
     steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
-    assert steps == ["timestamp", "model r1", "tool calculator call_0", "model r2",
-                     "tool calculator call_0", "model r3"]  # fmt: skip
+    assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
+                     "tool calculator call_0", "model script r3"]  # fmt: skip
     assert "Command: Call" not in counted, "a co-located model is a local step, not a call"
 
 

