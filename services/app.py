@@ -24,6 +24,9 @@ from services.projection.projector import Projection, projector_service
 from services.settings import settings
 from services.tenant.object import tenant
 from services.tools.registry import load_tools
+from services.workspace.effects import EffectLedger, effects_object
+from services.workspace.service import workspace_service
+from services.workspace.tools import WorkspaceHost
 
 Services = list[restate.Service | restate.VirtualObject]
 
@@ -51,6 +54,11 @@ def _execution(services: Services, closers: list[Closer]) -> None:
         closers.append(client.aclose)
     services.append(model_service(models, live))
     closers.append(lambda: asyncio.to_thread(models.close))
+    ledger_client = httpx.AsyncClient()
+    ledger = EffectLedger(config.ingress_url, ledger_client)
+    services += [workspace_service(WorkspaceHost(config.home, config.bwrap), ledger)]
+    services += [effects_object()]
+    closers.append(ledger_client.aclose)
 
 
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:

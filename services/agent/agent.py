@@ -18,6 +18,7 @@ from schemas.harness import AskApproval, Command, Fail, Reply, TurnState, Wait
 from schemas.spec import AgentSpec
 from schemas.state import History, Queue, Summary
 from schemas.wake import ChildFinished, Message, Timer
+from schemas.workspace import WORKSPACE_TOOLS
 from services.agent.driver import CANCELLED, Driver
 from services.agent.observers import Observer
 from services.agent.pipeline import Pipeline
@@ -128,7 +129,7 @@ class AgentWake:
         """Drive the turn until it waits or ends; return the next queued message."""
         wake_started = await self._ctx.time()
         history = await self._ctx.get(HISTORY, type_hint=History) or History()
-        definitions = self._tools.definitions()
+        definitions = (*self._tools.definitions(), *WORKSPACE_TOOLS)
         given = TurnInput(self._address, turn, history.messages, definitions)
         pipeline = Pipeline(self._ctx, definitions, wake_started)
         driver = Driver(self._ctx, self._address, self.timeline, self._tools, pipeline)

@@ -13,6 +13,7 @@ import restate
 
 from schemas.events import (
     ApprovalRequested,
+    ArtifactWritten,
     ChildSpawned,
     Event,
     EventBody,
@@ -43,6 +44,7 @@ from schemas.wake import Message, ParentRef, Timer
 from services.agent.pipeline import BudgetExceededError, Pipeline
 from services.agent.state import send_wake
 from services.agent.timeline import Timeline
+from services.agent.workspace import call_workspace, is_workspace_tool
 from services.harness.loop import Turn
 from services.tools.registry import ToolRegistry
 
@@ -141,15 +143,22 @@ class Driver:
             await self._refused(call.id, call.name, call.arguments, problem)
             return ToolResult(call.id, call.name, "error", problem)
         await self._record(ToolCalled(call.id, call.name, call.arguments))
-        result = await self._ctx.run_typed(
-            f"tool {call.name} {call.id}",
-            self._tools.run,
-            restate.RunOptions(type_hint=ToolResult),
-            call,
-            command.idempotency_key,
-            self._address,
+        written: tuple[ArtifactWritten, ...] = ()
+        if is_workspace_tool(call.name):
+            reply, written = await call_workspace(self._ctx, self._address, self._state, command)
+            result = reply.result
+        else:
+            result = await self._ctx.run_typed(
+                f"tool {call.name} {call.id}",
+                self._tools.run,
+                restate.RunOptions(type_hint=ToolResult),
+                call,
+                command.idempotency_key,
+                self._address,
+            )
+        await self._record(
+            ToolFinished(call.id, call.name, result.status, result.content), *written
         )
-        await self._record(ToolFinished(call.id, call.name, result.status, result.content))
         return result
 
     async def _spawn(self, command: Spawn) -> Spawned:

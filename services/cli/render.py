@@ -9,6 +9,7 @@ from typing import Any
 from schemas.events import (
     ApprovalAbandoned,
     ApprovalAnswered,
+    ArtifactWritten,
     ApprovalRequested,
     ChildReported,
     ChildSpawned,
@@ -54,6 +55,7 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     ModelMessage: lambda e, b: _model(b),
     ToolCalled: lambda e, b: f"calls {b.name}({_arguments(b.arguments)})",
     ToolFinished: lambda e, b: f"{b.name} → {b.status}: {short(b.content)}",
+    ArtifactWritten: lambda e, b: f"wrote {b.path} ({b.size} bytes, sha256 {b.sha256[:12]})",
     ChildSpawned: lambda e, b: f"spawned {b.child}",
     ChildReported: lambda e, b: f"{b.child} finished ({b.outcome}): {short(b.reply)}",
     Waiting: lambda e, b: f"waiting for {', '.join(b.pending)}",
