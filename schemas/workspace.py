@@ -4,8 +4,6 @@ built-in workspace tools, and the values that cross the durable boundary to the
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition

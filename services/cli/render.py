@@ -9,8 +9,8 @@ from typing import Any
 from schemas.events import (
     ApprovalAbandoned,
     ApprovalAnswered,
-    ArtifactWritten,
     ApprovalRequested,
+    ArtifactWritten,
     ChildReported,
     ChildSpawned,
     Event,

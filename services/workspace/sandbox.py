@@ -78,10 +78,10 @@ def bwrap_argv(bwrap: str, mounts: Mounts, command: str, status_fd: int) -> list
         argv += ["--ro-bind", path, path]
     for link in SYSTEM_LINKS:
         if Path(link).is_symlink():
-            argv += ["--symlink", os.readlink(link), link]
+            argv += ["--symlink", str(Path(link).readlink()), link]
         elif Path(link).is_dir():
             argv += ["--ro-bind", link, link]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - its own
     argv += ["--bind", str(mounts.workspace), "/workspace"]
     if mounts.parent is not None:
         argv += ["--ro-bind", str(mounts.parent), "/parent"]
@@ -124,6 +124,7 @@ async def run_sandboxed(
     mounts: Mounts,
     bwrap: str,
     command: str,
+    *,
     limits: CommandLimits,
     file_bytes: int,
     stopped: Callable[[], bool],
@@ -140,7 +141,7 @@ async def run_sandboxed(
             start_new_session=True,
             env={"PATH": PATH},
             pass_fds=(write_status,),
-            preexec_fn=lambda: _rlimits(limits, file_bytes),  # noqa: PLW1509 - setrlimit only
+            preexec_fn=lambda: _rlimits(limits, file_bytes),
         )
     finally:
         os.close(write_status)

@@ -64,23 +64,28 @@ class WorkspaceHost:
         """Run one workspace call; never raises for the call's own failures."""
         quota = call.settings.quota_mb * 2**20
         workspace = files.open_workspace(self.home, call.agent, quota)
-        arguments = call.call.arguments
         try:
-            match call.call.name:
-                case "run_command":
-                    return await self._run(call, workspace, str(arguments["command"]), stopped)
-                case "write_file":
-                    return await asyncio.to_thread(self._write, call, workspace)
-                case "read_file":
-                    text = files.read_text(workspace, str(arguments["path"]), RESULT_LIMIT)
-                    return WorkspaceReply(result(call, "ok", text))
-                case "list_files":
-                    listing = files.list_entries(workspace, str(arguments.get("path", "")))
-                    return WorkspaceReply(result(call, "ok", listing))
+            return await self._perform(call, workspace, stopped)
         except (WorkspaceError, SandboxUnavailableError) as error:
             return WorkspaceReply(result(call, "error", str(error)))
         except (KeyError, OSError, UnicodeError) as error:
             return WorkspaceReply(result(call, "error", f"{call.call.name} failed: {error}"))
+
+    async def _perform(
+        self, call: WorkspaceCall, workspace: Workspace, stopped: Callable[[], bool]
+    ) -> WorkspaceReply:
+        arguments = call.call.arguments
+        match call.call.name:
+            case "run_command":
+                return await self._run(call, workspace, str(arguments["command"]), stopped)
+            case "write_file":
+                return await asyncio.to_thread(self._write, call, workspace)
+            case "read_file":
+                text = files.read_text(workspace, str(arguments["path"]), RESULT_LIMIT)
+                return WorkspaceReply(result(call, "ok", text))
+            case "list_files":
+                listing = files.list_entries(workspace, str(arguments.get("path", "")))
+                return WorkspaceReply(result(call, "ok", listing))
         return WorkspaceReply(result(call, "error", f"{call.call.name} is no workspace tool."))
 
     def _write(self, call: WorkspaceCall, workspace: Workspace) -> WorkspaceReply:
@@ -103,7 +108,9 @@ class WorkspaceHost:
         before = await asyncio.to_thread(files.snapshot, workspace.root)
         room = max(workspace.quota_bytes - sum(e.size for e in before.values()), 1)
         limits = call.settings.limits
-        outcome = await run_sandboxed(mounts, bwrap, command, limits, room, stopped)
+        outcome = await run_sandboxed(
+            mounts, bwrap, command, limits=limits, file_bytes=room, stopped=stopped
+        )
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
         used = sum(entry.size for entry in after.values())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,7 +65,7 @@ class Live:
         return [e.body for e in self.events(address) if isinstance(e.body, ToolFinished)]
 
     def workspace(self, address: str) -> Path:
-        return self.home / "workspaces" / address.split(".")[0] / address
+        return self.home / "workspaces" / address.split(".", maxsplit=1)[0] / address
 
 
 @contextlib.contextmanager
@@ -86,7 +86,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         yield started
 
 
-def calls(*lines: tuple[str, dict[str, object]]) -> str:
+def calls(*lines: tuple[str, Mapping[str, object]]) -> str:
     steps = [{"calls": [{"name": name, "arguments": arguments}]} for name, arguments in lines]
     return script(*steps, {"reply": "{results}"})
 
@@ -100,7 +100,7 @@ def sandboxed(uid: int) -> list[psutil.Process]:
 
 
 def gateway_key(live: Live, tenant: str) -> str:
-    plaintext, key = new_key(tenant, "admin", datetime.now(UTC))
+    plaintext, key = new_key(tenant, "admin", datetime(2026, 1, 1, tzinfo=UTC))
     live.ingress.call(f"/Tenant/{tenant}/add_key", msgspec.json.encode(key))
     return plaintext
 
@@ -131,7 +131,7 @@ def test_a_turn_writes_runs_and_reads_and_the_gateway_serves_the_artifact(live: 
     url = f"{live.stack.gateway.url}/v1/agents/{address}/artifacts/{wanted}"
     headers = {"authorization": f"Bearer {key}"}
     served = eventually(
-        lambda: (r := httpx.get(url, headers=headers)).status_code == 200 and r or None,
+        lambda: ((r := httpx.get(url, headers=headers)).status_code == 200 and r) or None,
         30,
         "the gateway to serve the artifact",
     )
@@ -185,7 +185,8 @@ def test_escape_attempts_fail_and_change_nothing_outside(live: Live) -> None:
     results = live.results(address)
     assert len(results) == len(commands)
     first = results[0].content
-    assert "TEASPILL" not in first and "the home's secret" not in first
+    assert "TEASPILL" not in first
+    assert "the home's secret" not in first
     assert first.count("No such file") >= 3
     for (command, expected), finished in zip(commands[1:], results[1:], strict=True):
         assert expected in finished.content, (command, finished.content)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from services.workspace.files import (
 def test_paths_that_leave_the_workspace_are_refused(tmp_path: Path) -> None:
     workspace = open_workspace(tmp_path, "acme.a", 2**20)
     (tmp_path / "secret.txt").write_text("secret")
-    os.symlink(tmp_path / "secret.txt", workspace.root / "link")
+    (workspace.root / "link").symlink_to(tmp_path / "secret.txt")
     for path in ("../secret.txt", "/etc/passwd", "link", "a/../../secret.txt", ""):
         with pytest.raises(WorkspaceError):
             read_text(workspace, path, 1000)
@@ -46,5 +45,6 @@ def test_artifacts_are_stored_by_content(tmp_path: Path) -> None:
     assert artifact.sha256 == hashlib.sha256(b"hello").hexdigest()
     assert artifact.size == 5
     stored = artifact_path(tmp_path / "store", artifact.sha256)
-    assert stored is not None and stored.read_bytes() == b"hello"
+    assert stored is not None
+    assert stored.read_bytes() == b"hello"
     assert artifact_path(tmp_path / "store", "../" + artifact.sha256[3:]) is None
