@@ -148,18 +148,24 @@ def test_a_turn_writes_runs_and_reads_and_the_gateway_serves_the_artifact(live: 
 
 ESCAPES: list[tuple[str, str]] = [
     ("cat /proc/1/environ; ls -d /work /root /home 2>&1; cat ../secret.txt", ""),
-    ("cat {other}/private.txt", "No such file"),
-    ("cat {home}/secret.txt", "No such file"),
-    ("echo pwned > {home}/secret.txt", "cannot create"),
+    ("cat <other>/private.txt", "No such file"),
+    ("cat <home>/secret.txt", "No such file"),
+    ("echo pwned > <home>/secret.txt", "cannot create"),
     ("echo pwned > /usr/pwned.txt", "Read-only file system"),
-    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {gateway}))'", "refused"),
-    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {ingress}))'", "refused"),
-    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {admin}))'", "refused"),
+    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <gateway>))'", "refused"),
+    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <ingress>))'", "refused"),
+    ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <admin>))'", "refused"),
     ("f(){ f|f& };f", "processes limit"),
     ("yes | head -c 1000000000", "output limit"),
     ("sleep 60", "wall time limit"),
-    ("python3 -c 'x = [bytes(2**20) for _ in range(400)]'", "memory limit"),
+    ("python3 -c 'x = [b\"x\" * (2**20 + i) for i in range(400)]'", "memory limit"),
 ]
+
+
+def fill(command: str, places: Mapping[str, object]) -> str:
+    for name, value in places.items():
+        command = command.replace(f"<{name}>", str(value))
+    return command
 
 
 def test_escape_attempts_fail_and_change_nothing_outside(live: Live) -> None:
@@ -176,7 +182,7 @@ def test_escape_attempts_fail_and_change_nothing_outside(live: Live) -> None:
         "admin": s.admin_port,
     }
     address = "acme.intruder"
-    commands = [(c.format(**places), expected) for c, expected in ESCAPES]
+    commands = [(fill(c, places), expected) for c, expected in ESCAPES]
     text = calls(*[("run_command", {"command": command}) for command, _ in commands])
     live.ingress.send(address, Message(text, spec=SPEC))
     ended = live.turn_end(address, timeout=240)
