@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import resource
 import shutil
 import signal
 import time
@@ -69,7 +68,10 @@ class Mounts:
     network: bool = False
 
 
-def bwrap_argv(bwrap: str, mounts: Mounts, command: str, status_fd: int) -> list[str]:
+def bwrap_argv(
+    bwrap: str, mounts: Mounts, command: str, status_fd: int, limits: list[str]
+) -> list[str]:
+    """`limits`: the `prlimit` command line the command runs under."""
     argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     argv += ["--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
     if not mounts.network:
@@ -88,11 +90,11 @@ def bwrap_argv(bwrap: str, mounts: Mounts, command: str, status_fd: int) -> list
     argv += ["--chdir", "/workspace", "--clearenv", "--setenv", "PATH", PATH]
     argv += ["--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8"]
     if os.geteuid() == 0:
-        argv += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--", "setpriv"]
+        argv += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--", *limits, "setpriv"]
         argv += [f"--reuid={mounts.uid}", f"--regid={mounts.uid}", "--clear-groups"]
         argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     else:
-        argv += ["--unshare-user", "--uid", "1000", "--gid", "1000", "--"]
+        argv += ["--unshare-user", "--uid", "1000", "--gid", "1000", "--", *limits]
     return [*argv, "/bin/sh", "-c", command]
 
 
@@ -108,16 +110,16 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _rlimits(limits: CommandLimits, file_bytes: int) -> None:
-    """Per-process backstops behind the watchdog; runs in the child before bwrap."""
+def prlimit_argv(limits: CommandLimits, file_bytes: int) -> list[str]:
+    """Per-process backstops behind the watchdog, set inside the sandbox by `prlimit`
+    (util-linux), which costs an exec where a `preexec_fn` would cost a full fork."""
     cpu = int(limits.cpu_seconds) + 1
     memory = (limits.memory_mb * 2 + 256) * 2**20
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    argv = ["prlimit", f"--cpu={cpu}:{cpu + 1}", f"--as={memory}", f"--fsize={file_bytes}"]
     if os.geteuid() == 0:
         # Counted per uid: the command's own, unique to its workspace.
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        argv.append(f"--nproc={limits.processes}")
+    return [*argv, "--"]
 
 
 async def run_sandboxed(
@@ -134,14 +136,13 @@ async def run_sandboxed(
     read_status, write_status = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
-            *bwrap_argv(bwrap, mounts, command, write_status),
+            *bwrap_argv(bwrap, mounts, command, write_status, prlimit_argv(limits, file_bytes)),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             env={"PATH": PATH},
             pass_fds=(write_status,),
-            preexec_fn=lambda: _rlimits(limits, file_bytes),
         )
     finally:
         os.close(write_status)
@@ -235,25 +236,29 @@ class _Supervisor:
                 return
 
     async def _watch(self, deadline: float, reader: asyncio.Task[None]) -> None:
-        while True:
+        while not await self._settled(reader):
             if self._stopped():
                 self._outcome.stopped = True
                 return
-            if reader.done():
-                if self._outcome.limit is not None:
-                    return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._process.wait(), SAMPLE_SECONDS)
-                if self._process.returncode is not None:
-                    return
             if time.monotonic() > deadline:
                 self._outcome.limit = "wall time"
                 return
             passed = await asyncio.to_thread(self._sample)
-            if passed is not None or self._outcome.limit is not None:
+            if passed is not None:
                 self._outcome.limit = self._outcome.limit or passed
                 return
-            await asyncio.wait([reader], timeout=SAMPLE_SECONDS)
+
+    async def _settled(self, reader: asyncio.Task[None]) -> bool:
+        """Wait up to one sample period; True once the command is over, or its output is
+        past the limit."""
+        await asyncio.wait([reader], timeout=SAMPLE_SECONDS)
+        if not reader.done():
+            return False
+        if self._outcome.limit is not None:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._process.wait(), SAMPLE_SECONDS)
+        return self._process.returncode is not None
 
     def _sample(self) -> LimitName | None:
         """Sum the tree's processes, memory and CPU; the limit passed, if any."""
@@ -280,7 +285,10 @@ class _Supervisor:
     def _kill(self) -> None:
         """The whole tree: the processes alive in it now, and bwrap's session (the PID
         namespace also dies with its first process, but a kill must not depend on it).
-        Only live members are killed, so a pid reused since a sample is never hit."""
+        Only live members are killed, so a pid reused since a sample is never hit. Once
+        bwrap has exited its PID namespace is gone, and nothing is left to find."""
+        if self._process.returncode is not None:
+            return
         try:
             members = psutil.Process(self._process.pid).children(recursive=True)
         except psutil.Error:
