@@ -4,6 +4,8 @@ built-in workspace tools, and the values that cross the durable boundary to the
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
@@ -83,3 +85,12 @@ class Claim(msgspec.Struct, frozen=True):
     first: bool
     finished: WorkspaceReply | None = None
     """The result of an earlier attempt that finished, if one did."""
+
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def artifact_name(sha256: str) -> str | None:
+    """Where an artifact lives in the content-addressed store, relative to it (the first
+    two hex digits, then the digest); None for a string that is not a sha256."""
+    return f"{sha256[:2]}/{sha256}" if SHA256.match(sha256) else None

@@ -11,11 +11,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import FileResponse
 
+from schemas.workspace import artifact_name
 from services.gateway.auth import Owned, owned
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
-from services.workspace.artifacts import SHA256, artifact_path
 
 router = APIRouter(tags=["artifacts"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -42,11 +42,12 @@ async def artifact(
     sha256: Annotated[str, Path(max_length=64, description="The artifact's sha256, in hex.")],
 ) -> FileResponse:
     """A file the agent wrote, as its `artifact_written` event names it."""
-    if not SHA256.match(sha256):
+    name = artifact_name(sha256)
+    if name is None:
         raise ApiError(400, f"{sha256!r} is not a sha256: give 64 lower-case hex digits")
     recorded = await rt.catalog.rows(RECORDED, agent.address, sha256)
-    path = artifact_path(rt.settings.home / "artifacts", sha256) if recorded else None
-    if path is None:
+    path = rt.settings.home / "artifacts" / name
+    if not recorded or not path.is_file():
         raise ApiError(404, f"{agent.address} has no artifact {sha256}")
     return FileResponse(
         path,

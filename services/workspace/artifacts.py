@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import tempfile
 from pathlib import Path
 
-from schemas.workspace import Artifact
+from schemas.workspace import Artifact, artifact_name
 
 CHUNK = 1 << 20
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def artifact_path(store: Path, sha256: str) -> Path | None:
     """Where the artifact's bytes are, if `sha256` is a digest the store holds."""
-    if not SHA256.match(sha256):
-        return None
-    path = store / sha256[:2] / sha256
-    return path if path.is_file() else None
+    name = artifact_name(sha256)
+    path = store / name if name is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 def store_file(store: Path, source: Path, relative: str) -> Artifact:
@@ -40,7 +37,7 @@ def store_file(store: Path, source: Path, relative: str) -> Artifact:
                 out.write(chunk)
                 size += len(chunk)
         sha = digest.hexdigest()
-        target = store / sha[:2] / sha
+        target = store / f"{sha[:2]}/{sha}"
         target.parent.mkdir(exist_ok=True)
         Path(temporary).replace(target)
     except BaseException:
