@@ -1,7 +1,8 @@
 """`python -m bench.workspace`: what the sandbox costs a command.
 
-1. Overhead: one `true` in the bwrap sandbox (with the watchdog and the status pipe)
-   against `/bin/sh -c true` started directly, one after the other, p50 and p95.
+1. Overhead: one `true` in the sandbox (`run_sandboxed`: bwrap, the watchdog, the status
+   pipe) against `/bin/sh -c true` started directly, and against the same bwrap command
+   line started bare, taking turns, p50 and p95.
 2. Throughput: AGENTS agents at once on a real stack (restate-server and the endpoint),
    each running a turn of COMMANDS `run_command` calls of `true` (scripted model), and
    commands per second over the whole run; and the same number of `Workspace.call`
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -33,7 +35,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Stack, isolated_settings
 from services.workspace.files import open_workspace
-from services.workspace.sandbox import Mounts, run_sandboxed
+from services.workspace.sandbox import Mounts, bwrap_argv, prlimit_argv, run_sandboxed
 
 JSON = {"content-type": "application/json"}
 
@@ -55,9 +57,18 @@ async def overhead(home: Path, runs: int) -> dict[str, Spread]:
         if outcome.exit_code != 0:
             raise SystemExit(f"the sandboxed `true` failed: {outcome}")
 
-    timings: dict[str, list[float]] = {"direct": [], "sandboxed": []}
+    async def bwrap_alone() -> None:
+        read, write = os.pipe()
+        argv = bwrap_argv("bwrap", mounts, "true", write, prlimit_argv(limits, 2**20))
+        process = await asyncio.create_subprocess_exec(*argv, pass_fds=(write,))
+        os.close(write)
+        await process.wait()
+        os.close(read)
+
+    timings: dict[str, list[float]] = {"direct": [], "bwrap": [], "sandboxed": []}
+    runners = (("direct", _direct), ("bwrap", bwrap_alone), ("sandboxed", sandboxed))
     for _ in range(runs):
-        for name, run in (("direct", _direct), ("sandboxed", sandboxed)):
+        for name, run in runners:
             started = time.perf_counter()
             await run()
             timings[name].append((time.perf_counter() - started) * 1000)
@@ -127,15 +138,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="overhead samples per side")
     parser.add_argument("--agents", type=int, default=10)
     parser.add_argument("--commands", type=int, default=20, help="commands per agent")
+    parser.add_argument("--overhead-only", action="store_true", help="skip the stack")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="teaspill-bench-") as home:
         spreads = asyncio.run(overhead(Path(home), args.runs))
         figures: dict[str, object] = {name: asdict(value) for name, value in spreads.items()}
-        with Stack(isolated_settings(Path(home) / "stack")) as stack:
-            figures["turns_commands_per_second"] = turns(stack, args.agents, args.commands)
-            direct = asyncio.run(calls(stack, args.agents, args.commands))
-            figures["workspace_calls_per_second"] = direct
-    figures["agents"], figures["commands_per_agent"] = args.agents, args.commands
+        if not args.overhead_only:
+            with Stack(isolated_settings(Path(home) / "stack")) as stack:
+                figures["turns_commands_per_second"] = turns(stack, args.agents, args.commands)
+                direct = asyncio.run(calls(stack, args.agents, args.commands))
+                figures["workspace_calls_per_second"] = direct
+            figures["agents"], figures["commands_per_agent"] = args.agents, args.commands
     json.dump(figures, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
