@@ -262,3 +262,33 @@ def test_without_bwrap_commands_are_refused_and_the_turn_goes_on(
         assert "never run outside the sandbox" in refused.content
         assert not (live.workspace(address) / "ran.txt").exists()
         assert written.status == "ok"
+
+
+def test_a_child_has_its_own_workspace_and_reads_a_lent_one(live: Live) -> None:
+    parent = "acme.lender"
+    lending = msgspec.structs.replace(
+        SPEC,
+        can_spawn=True,
+        workspace=msgspec.structs.replace(SPEC.workspace, lend_to_children=True),
+    )
+    child_script = calls(
+        ("run_command", {"command": "cat /parent/plan.txt; echo mine > own.txt"}),
+        ("run_command", {"command": "echo changed > /parent/plan.txt"}),
+    )
+    text = script(
+        {"calls": [{"name": "write_file", "arguments": {"path": "plan.txt", "content": "P"}}]},
+        {"calls": [{"name": "spawn_agent", "arguments": {"task": child_script}}]},
+        {"calls": [{"name": "wait"}]},
+        {"reply": "{results}"},
+    )
+    live.ingress.send(parent, Message(text, spec=lending))
+    ended = live.turn_end(parent)
+
+    assert ended.outcome == "succeeded"
+    child = f"{parent}.t1r2c0"
+    read, changed = live.results(child)
+    assert read.content.endswith("--- output ---\nP")
+    assert "Read-only file system" in changed.content
+    assert (live.workspace(parent) / "plan.txt").read_text() == "P"
+    assert (live.workspace(child) / "own.txt").read_text() == "mine\n"
+    assert not (live.workspace(parent) / "own.txt").exists()
