@@ -144,6 +144,12 @@ async def run_sandboxed(
             env={"PATH": PATH},
             pass_fds=(write_status,),
         )
+    except OSError as error:
+        os.close(read_status)
+        raise SandboxUnavailableError(
+            f"Commands cannot run: the sandbox program {bwrap!r} could not be started "
+            f"({error.strerror}), and commands never run outside the sandbox."
+        ) from error
     finally:
         os.close(write_status)
     try:
@@ -162,7 +168,8 @@ def _checked(outcome: Outcome, status: bytes) -> Outcome:
     """Fail closed when bwrap never started the command; take the command's own exit
     code from bwrap's status (bwrap's own would hide a setup failure)."""
     reports = [json.loads(line) for line in status.decode().splitlines() if line.strip()]
-    if not any("child-pid" in report for report in reports):
+    started = any("child-pid" in report for report in reports)
+    if not started and not outcome.stopped:
         said = outcome.output.decode(errors="replace").strip()
         raise SandboxUnavailableError(
             f"Commands cannot run: the sandbox did not start ({said or 'no reason given'}), "

@@ -99,3 +99,10 @@ def test_a_sandbox_that_cannot_start_fails_closed(tmp_path: Path) -> None:
     with pytest.raises(SandboxUnavailableError, match="no permission to create a namespace"):
         run(tmp_path, "echo ran > ran.txt", bwrap=str(fake))
     assert not (tmp_path / "home/workspaces/acme/acme.box/ran.txt").exists()
+
+
+def test_a_bwrap_that_cannot_be_executed_fails_closed(tmp_path: Path) -> None:
+    not_a_program = tmp_path / "bwrap"
+    not_a_program.write_text("not a program")
+    with pytest.raises(SandboxUnavailableError, match="could not be started"):
+        run(tmp_path, "echo ran", bwrap=str(not_a_program))
