@@ -155,7 +155,7 @@ ESCAPES: list[tuple[str, str]] = [
     ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <gateway>))'", "refused"),
     ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <ingress>))'", "refused"),
     ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", <admin>))'", "refused"),
-    ("f(){ f|f& };f", "processes limit"),
+    ("f(){ f|f& };f; sleep 2", "processes limit"),
     ("yes | head -c 1000000000", "output limit"),
     ("sleep 60", "wall time limit"),
     ("python3 -c 'x = [b\"x\" * (2**20 + i) for i in range(400)]'", "memory limit"),

@@ -74,7 +74,7 @@ def test_the_command_sees_only_its_own_processes(tmp_path: Path) -> None:
         ("while :; do :; done", "cpu time"),
         ("yes", "output"),
         ("python3 -c 'x = [b\"x\" * (2**20 + i) for i in range(300)]'", "memory"),
-        ("f(){ f|f& };f", "processes"),
+        ("f(){ f|f& };f; sleep 2", "processes"),
         ("head -c 5000000 /dev/zero > big", "quota"),
     ],
 )
