@@ -27,9 +27,21 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := test
-.PHONY: install lint typecheck test bench up fmt clean npm-missing
+.PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP)
+install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap
+
+# Workspace commands run in bubblewrap. As root with apt-get, install it; elsewhere say
+# how (commands are refused, never run unsandboxed, while it is missing).
+bwrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q bubblewrap; \
+	  else \
+	    echo "bubblewrap (bwrap) is missing: workspace commands will be refused until it is" \
+	      "installed (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install" \
+	      "bubblewrap)."; \
+	  fi; }
 
 $(PYTHON):
 	python3 -m venv $(VENV)

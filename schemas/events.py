@@ -63,6 +63,17 @@ class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
     content: str
 
 
+class ArtifactWritten(msgspec.Struct, frozen=True, tag="artifact_written"):
+    """A workspace tool created or changed a file; its bytes are in the artifact store,
+    served by the gateway under its sha256."""
+
+    call_id: str
+    path: str
+    """Relative to the agent's workspace."""
+    size: int
+    sha256: str
+
+
 class ChildSpawned(msgspec.Struct, frozen=True, tag="child_spawned"):
     call_id: str
     child: str
@@ -144,6 +155,7 @@ EventBody = (
     | ModelFallback
     | ToolCalled
     | ToolFinished
+    | ArtifactWritten
     | ChildSpawned
     | ChildReported
     | Waiting

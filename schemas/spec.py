@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from schemas.sandbox import WorkspaceSettings
+
 Policy = Literal["allow", "ask", "deny"]
 """`allow`: the model may call the tool; `ask`: each call waits for a person's approval;
 `deny`: the tool is never shown and a call to it is refused."""
@@ -64,6 +66,8 @@ class AgentSpec(msgspec.Struct, frozen=True):
     limits: Limits = Limits()
     version: int = 0
     """0 for an ad-hoc spec; published versions count from 1 per kind."""
+    workspace: WorkspaceSettings = WorkspaceSettings()
+    """The workspace's quota, network and command limits (for the workspace tools)."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

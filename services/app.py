@@ -28,6 +28,9 @@ from services.projection.projector import Projection, Tell, projector_service
 from services.settings import Settings, settings
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
+from services.workspace.effects import EffectLedger, effects_object
+from services.workspace.service import workspace_service
+from services.workspace.tools import WorkspaceHost
 
 Services = list[restate.Service | restate.VirtualObject]
 
@@ -67,6 +70,10 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     services.append(model_service(runner))
     closers.append(lambda: asyncio.to_thread(runner.close))
     closers.append(client.aclose)
+    ledger = EffectLedger(config.ingress_url, client)
+    services += [workspace_service(WorkspaceHost(config.home, config.bwrap), ledger)]
+    services += [effects_object()]
+    closers.append(ledger.close)
     return runner
 
 

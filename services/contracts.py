@@ -35,6 +35,7 @@ from schemas.events import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import AgentSpec
 from schemas.wake import WakeEnvelope
+from schemas.workspace import Claim, WorkspaceCall, WorkspaceReply
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -70,6 +71,7 @@ class Handler(Generic[In, Out]):
 
 
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
+WORKSPACE, EFFECTS = "Workspace", "Effects"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
@@ -92,3 +94,8 @@ REBUILD_KEY = "all"
 """The one key `rebuild` runs under, so two rebuilds never overlap."""
 
 GENERATE = Handler(MODEL, "generate", ModelRequest, ModelReply, keyed=False)
+
+WORKSPACE_CALL = Handler(WORKSPACE, "call", WorkspaceCall, WorkspaceReply, keyed=False)
+CLAIM = Handler(EFFECTS, "claim", Empty, Claim)
+"""Keyed by the hash of an idempotency key: the first claim is the one that may act."""
+FINISH = Handler(EFFECTS, "finish", WorkspaceReply, Empty)

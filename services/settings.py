@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         default=(),
         description="Modules whose `OBSERVERS` list is told about every timeline event.",
     )
+    bwrap: str = Field(
+        default="bwrap",
+        description="The bubblewrap program workspace commands run in (a name on PATH or a "
+        "path); when it is missing, commands are refused, never run unsandboxed.",
+    )
     model_modules: Modules = Field(
         default=(),
         description="Extra modules whose `MODELS` mapping is added to the model registry.",

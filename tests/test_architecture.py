@@ -69,7 +69,8 @@ def test_handlers_are_called_by_contract_not_by_string() -> None:
 
 
 def test_the_agent_reaches_the_execution_plane_only_through_restate() -> None:
-    assert not {m for m in imports_of("services/agent") if m.startswith("services.executor")}
+    plane = ("services.executor", "services.workspace")
+    assert not {m for m in imports_of("services/agent") if m.startswith(plane)}
 
 
 def test_only_the_composition_root_knows_both_planes() -> None:
@@ -82,5 +83,5 @@ def test_only_the_composition_root_knows_both_planes() -> None:
 
 
 def test_every_package_states_its_invariants_in_a_readme() -> None:
-    for package in ("harness", "agent", "executor", "tools", "stack"):
+    for package in ("harness", "agent", "executor", "tools", "stack", "workspace"):
         assert (ROOT / "services" / package / "README.md").is_file(), package

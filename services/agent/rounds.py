@@ -14,6 +14,7 @@ from typing import Protocol
 import msgspec
 import restate
 
+from schemas.chat import ToolDefinition
 from schemas.events import (
     ApprovalRequested,
     ChildSpawned,
@@ -44,10 +45,12 @@ from schemas.harness import (
 from schemas.model import ModelReply, ModelRequest, Usage
 from schemas.state import Ledger
 from schemas.wake import Message, ParentRef, WakeEnvelope
+from schemas.workspace import WORKSPACE_TOOLS
 from services.agent.clock import Clock
 from services.agent.machine import TurnRan
 from services.agent.pipeline import BudgetExceededError, Pipeline, after_model, needs_clock
 from services.agent.timeline import Timeline
+from services.agent.workspace import call_workspace, is_workspace_tool
 from services.contracts import GENERATE, WAKE
 from services.durable import call, send
 from services.harness.loop import TurnInput, run_turn
@@ -63,6 +66,11 @@ class LocalModel(Protocol):
     invocation."""
 
     def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
+
+
+def definitions(tools: ToolRegistry) -> tuple[ToolDefinition, ...]:
+    """Every tool a spec may grant: the registry's and the workspace tools."""
+    return (*tools.definitions(), *WORKSPACE_TOOLS)
 
 
 def add(a: Usage, b: Usage) -> Usage:
@@ -90,7 +98,7 @@ class Rounds:
         self._clock = clock
         self._tools = tools
         self._model = model
-        self._pipeline = Pipeline(tools.definitions())
+        self._pipeline = Pipeline(definitions(tools))
 
     async def drive(self, turn: TurnState, given: TurnInput, ledger: Ledger) -> TurnRan:
         """Run the harness until the turn pauses or ends.
@@ -186,21 +194,27 @@ class Rounds:
             self._refused(call_.id, call_.name, call_.arguments, problem)
             return ToolResult(call_.id, call_.name, "error", problem)
         self._add(ToolCalled(call_.id, call_.name, call_.arguments))
-        if self._tools.has_effects(call_.name):
-            await self._flush()
-        result = await self._ctx.run_typed(
-            f"tool {call_.name} {call_.id}",
-            self._tools.run,
-            restate.RunOptions(type_hint=ToolResult),
-            call_,
-            command.idempotency_key,
-            self._address,
-        )
+        if is_workspace_tool(call_.name):
+            await self._flush()  # a command changes the world: show it before it runs
+            reply, written = await call_workspace(self._ctx, self._address, self.turn, command)
+            result = reply.result
+        else:
+            if self._tools.has_effects(call_.name):
+                await self._flush()
+            written = ()
+            result = await self._ctx.run_typed(
+                f"tool {call_.name} {call_.id}",
+                self._tools.run,
+                restate.RunOptions(type_hint=ToolResult),
+                call_,
+                command.idempotency_key,
+                self._address,
+            )
         self._clock.saw(result.started, result.finished)
-        self._timeline.stamp(result.started)
-        self._add(
-            ToolFinished(call_.id, call_.name, result.status, result.content), at=result.finished
-        )
+        if at := result.started or self._clock.now:
+            self._timeline.stamp(at)
+        finished = ToolFinished(call_.id, call_.name, result.status, result.content)
+        self._add(finished, *written, at=result.finished or None)
         return result
 
     def _spawn(self, command: Spawn) -> Spawned:

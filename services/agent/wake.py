@@ -34,7 +34,7 @@ from services.agent.machine import (
     state_of,
 )
 from services.agent.observers import Observer
-from services.agent.rounds import CANCELLED, LocalModel, Rounds
+from services.agent.rounds import CANCELLED, LocalModel, Rounds, definitions
 from services.agent.store import Store
 from services.agent.timeline import Timeline
 from services.contracts import LATEST_SPEC, WAKE
@@ -121,7 +121,7 @@ class WakeDriver:
             self._store.set_running(self._ctx.request().id)
             self._running = True
         history = await self._store.history()
-        given = TurnInput(self._address, turn, history.messages, self._tools.definitions())
+        given = TurnInput(self._address, turn, history.messages, definitions(self._tools))
         try:
             return await self._rounds.drive(turn, given, record.ledger)
         except restate.TerminalError as error:

@@ -22,6 +22,7 @@ from services.gateway.ingress import AsyncIngress
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
 from services.gateway.routes_agents import router as agents
+from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_specs import router as specs
@@ -87,7 +88,7 @@ def create_app(
     )
     app.state.runtime = rt
     errors.install(app)
-    for router in (agents, control, timelines, specs, operations):
+    for router in (agents, control, timelines, artifacts, specs, operations):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, catalog=catalog)

@@ -67,6 +67,7 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/agents"),
         ("GET", "/v1/agents/{address}/timeline"),
         ("GET", "/v1/agents/{address}/events"),
+        ("GET", "/v1/agents/{address}/artifacts/{sha256}"),
         ("POST", "/v1/agents/{address}/approvals/{request_id}"),
         ("POST", "/v1/agents/{address}/stop"),
         ("POST", "/v1/specs"),

@@ -1,0 +1,1 @@
+"""Workspaces: a sandboxed working directory per agent, on the execution plane."""

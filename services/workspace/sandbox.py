@@ -1,0 +1,307 @@
+"""One command in a bubblewrap sandbox, with limits, killed with its whole tree.
+
+The sandbox sees the system read-only (/usr, /etc and the /bin, /lib links), a fresh
+/tmp, /proc and /dev, its workspace at /workspace (the only writable place) and, when
+lent, the parent's workspace read-only at /parent. Nothing else of the host is mounted.
+It runs in fresh PID, IPC, UTS, cgroup and (unless allowed) network namespaces.
+
+Run as root, bwrap needs no user namespace: the command drops to the workspace's own
+uid with `setpriv` and no capabilities, so the per-user process limit counts only that
+workspace's processes. Run as another user, bwrap maps that user into a user namespace.
+
+Limits: wall time is a deadline; output is counted as it is read; processes, memory and
+CPU are summed over the command's tree by a watchdog that samples it, with per-process
+rlimits behind it. Past any of them the tree is killed (bwrap's PID namespace goes with
+its first process) and the outcome names the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from schemas.sandbox import CommandLimits, LimitName
+
+SAMPLE_SECONDS = 0.05
+KEEP_BYTES = 64_000
+"""Output kept for the result; the rest is counted, not kept."""
+SYSTEM = ("/usr", "/etc")
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+OUT_OF_MEMORY = (b"MemoryError", b"Cannot allocate memory", b"out of memory", b"bad_alloc")
+FILE_TOO_BIG = 128 + signal.SIGXFSZ
+"""The shell's exit status for a command killed writing past its file size cap."""
+CANNOT_FORK = (b"Cannot fork", b"fork: Resource temporarily unavailable", b"fork: retry")
+PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+class SandboxUnavailableError(Exception):
+    """The sandbox cannot start; the message is the sentence the model is told."""
+
+
+def find_bwrap(setting: str) -> str:
+    found = shutil.which(setting)
+    if found is None:
+        raise SandboxUnavailableError(
+            f"Commands cannot run: the sandbox program bwrap was not found at {setting!r}, "
+            "and commands never run outside the sandbox. Install bubblewrap (Debian: "
+            "apt-get install bubblewrap) or set TEASPILL_BWRAP to its path."
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Mounts:
+    workspace: Path
+    uid: int
+    """The workspace's owner: the command runs as this uid when the service is root."""
+    parent: Path | None = None
+    network: bool = False
+
+
+def bwrap_argv(
+    bwrap: str, mounts: Mounts, command: str, status_fd: int, limits: list[str]
+) -> list[str]:
+    """`limits`: the `prlimit` command line the command runs under."""
+    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
+    if not mounts.network:
+        argv.append("--unshare-net")
+    for path in SYSTEM:
+        argv += ["--ro-bind", path, path]
+    for link in SYSTEM_LINKS:
+        if Path(link).is_symlink():
+            argv += ["--symlink", str(Path(link).readlink()), link]
+        elif Path(link).is_dir():
+            argv += ["--ro-bind", link, link]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - its own
+    argv += ["--bind", str(mounts.workspace), "/workspace"]
+    if mounts.parent is not None:
+        argv += ["--ro-bind", str(mounts.parent), "/parent"]
+    argv += ["--chdir", "/workspace", "--clearenv", "--setenv", "PATH", PATH]
+    argv += ["--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8"]
+    if os.geteuid() == 0:
+        argv += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--", *limits, "setpriv"]
+        argv += [f"--reuid={mounts.uid}", f"--regid={mounts.uid}", "--clear-groups"]
+        argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    else:
+        argv += ["--unshare-user", "--uid", "1000", "--gid", "1000", "--", *limits]
+    return [*argv, "/bin/sh", "-c", command]
+
+
+@dataclass
+class Outcome:
+    exit_code: int | None = None
+    """None when the command was killed (a limit, a stop)."""
+    output: bytes = b""
+    """The first KEEP_BYTES of stdout and stderr, interleaved."""
+    output_bytes: int = 0
+    limit: LimitName | None = None
+    stopped: bool = False
+    seconds: float = 0.0
+
+
+def prlimit_argv(limits: CommandLimits, file_bytes: int) -> list[str]:
+    """Per-process backstops behind the watchdog, set inside the sandbox by `prlimit`
+    (util-linux), which costs an exec where a `preexec_fn` would cost a full fork."""
+    cpu = int(limits.cpu_seconds) + 1
+    memory = (limits.memory_mb * 2 + 256) * 2**20
+    argv = ["prlimit", f"--cpu={cpu}:{cpu + 1}", f"--as={memory}", f"--fsize={file_bytes}"]
+    if os.geteuid() == 0:
+        # Counted per uid: the command's own, unique to its workspace.
+        argv.append(f"--nproc={limits.processes}")
+    return [*argv, "--"]
+
+
+async def run_sandboxed(
+    mounts: Mounts,
+    bwrap: str,
+    command: str,
+    *,
+    limits: CommandLimits,
+    file_bytes: int,
+    stopped: Callable[[], bool],
+) -> Outcome:
+    """Run `command`; never raises for the command's own failures. Raises
+    `SandboxUnavailableError` when bwrap could not start the sandbox."""
+    read_status, write_status = os.pipe()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *bwrap_argv(bwrap, mounts, command, write_status, prlimit_argv(limits, file_bytes)),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env={"PATH": PATH},
+            pass_fds=(write_status,),
+        )
+    except OSError as error:
+        os.close(read_status)
+        raise SandboxUnavailableError(
+            f"Commands cannot run: the sandbox program {bwrap!r} could not be started "
+            f"({error.strerror}), and commands never run outside the sandbox."
+        ) from error
+    finally:
+        os.close(write_status)
+    try:
+        outcome = await _Supervisor(process, limits, stopped).run()
+    finally:
+        status = await asyncio.to_thread(_read_all, read_status)
+    return _checked(outcome, status)
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read()
+
+
+def _checked(outcome: Outcome, status: bytes) -> Outcome:
+    """Fail closed when bwrap never started the command; take the command's own exit
+    code from bwrap's status (bwrap's own would hide a setup failure)."""
+    reports = [json.loads(line) for line in status.decode().splitlines() if line.strip()]
+    started = any("child-pid" in report for report in reports)
+    if not started and not outcome.stopped:
+        said = outcome.output.decode(errors="replace").strip()
+        raise SandboxUnavailableError(
+            f"Commands cannot run: the sandbox did not start ({said or 'no reason given'}), "
+            "and commands never run outside the sandbox."
+        )
+    for report in reports:
+        if "exit-code" in report and outcome.limit is None and not outcome.stopped:
+            outcome.exit_code = int(report["exit-code"])
+    if outcome.limit is None and outcome.exit_code == FILE_TOO_BIG:
+        outcome.limit = "quota"
+    if outcome.limit is None and _said(outcome.output, OUT_OF_MEMORY):
+        outcome.limit = "memory"
+    if outcome.limit is None and _said(outcome.output, CANNOT_FORK):
+        outcome.limit = "processes"
+    return outcome
+
+
+def _said(output: bytes, markers: tuple[bytes, ...]) -> bool:
+    """A process that hit a per-process cap (address space, process count) fails that
+    allocation or fork, and its shell or runtime says so."""
+    return any(marker in output[-4000:] for marker in markers)
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        limits: CommandLimits,
+        stopped: Callable[[], bool],
+    ) -> None:
+        self._process = process
+        self._limits = limits
+        self._stopped = stopped
+        self._outcome = Outcome()
+
+    async def run(self) -> Outcome:
+        started = time.monotonic()
+        reader = asyncio.create_task(self._read())
+        try:
+            await self._watch(started + self._limits.wall_seconds, reader)
+        finally:
+            self._kill()
+            with contextlib.suppress(asyncio.CancelledError):
+                reader.cancel()
+                await reader
+            await self._drain()
+            await self._process.wait()
+        self._outcome.seconds = time.monotonic() - started
+        if self._outcome.limit is None and not self._outcome.stopped:
+            self._outcome.exit_code = self._process.returncode
+        return self._outcome
+
+    async def _drain(self) -> None:
+        """Read to the end: the pipe only closes (and `wait` only returns) once what the
+        killed tree wrote is consumed."""
+        stream = self._process.stdout
+        assert stream is not None
+        while await stream.read(65536):
+            pass
+
+    async def _read(self) -> None:
+        stream = self._process.stdout
+        assert stream is not None
+        while chunk := await stream.read(65536):
+            kept = self._outcome.output
+            if len(kept) < KEEP_BYTES:
+                self._outcome.output = kept + chunk[: KEEP_BYTES - len(kept)]
+            self._outcome.output_bytes += len(chunk)
+            if self._outcome.output_bytes > self._limits.output_bytes:
+                self._outcome.limit = "output"
+                return
+
+    async def _watch(self, deadline: float, reader: asyncio.Task[None]) -> None:
+        while not await self._settled(reader):
+            if self._stopped():
+                self._outcome.stopped = True
+                return
+            if time.monotonic() > deadline:
+                self._outcome.limit = "wall time"
+                return
+            passed = await asyncio.to_thread(self._sample)
+            if passed is not None:
+                self._outcome.limit = self._outcome.limit or passed
+                return
+
+    async def _settled(self, reader: asyncio.Task[None]) -> bool:
+        """Wait up to one sample period; True once the command is over, or its output is
+        past the limit."""
+        await asyncio.wait([reader], timeout=SAMPLE_SECONDS)
+        if not reader.done():
+            return False
+        if self._outcome.limit is not None:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._process.wait(), SAMPLE_SECONDS)
+        return self._process.returncode is not None
+
+    def _sample(self) -> LimitName | None:
+        """Sum the tree's processes, memory and CPU; the limit passed, if any."""
+        try:
+            children = psutil.Process(self._process.pid).children(recursive=True)
+        except psutil.Error:
+            return None
+        count, rss, cpu = 0, 0, 0.0
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                with child.oneshot():
+                    count += child.num_threads()
+                    rss += child.memory_info().rss
+                    times = child.cpu_times()
+                cpu += times.user + times.system + times.children_user + times.children_system
+        if count >= self._limits.processes:  # at the cap: forks are failing
+            return "processes"
+        if rss > self._limits.memory_mb * 2**20:
+            return "memory"
+        if cpu > self._limits.cpu_seconds:
+            return "cpu time"
+        return None
+
+    def _kill(self) -> None:
+        """The whole tree: the processes alive in it now, and bwrap's session (the PID
+        namespace also dies with its first process, but a kill must not depend on it).
+        Only live members are killed, so a pid reused since a sample is never hit. Once
+        bwrap has exited its PID namespace is gone, and nothing is left to find."""
+        if self._process.returncode is not None:
+            return
+        try:
+            members = psutil.Process(self._process.pid).children(recursive=True)
+        except psutil.Error:
+            members = []
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        for member in members:
+            with contextlib.suppress(psutil.Error):
+                member.kill()

@@ -1,0 +1,154 @@
+"""The workspace tools, performed on the execution plane: run a command (sandboxed),
+read, write and list files. Every failure becomes a result the model reads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas.harness import ToolResult, ToolStatus
+from schemas.sandbox import CommandLimits, LimitName
+from schemas.workspace import Artifact, WorkspaceCall, WorkspaceReply
+from services.workspace import files
+from services.workspace.artifacts import store_file
+from services.workspace.files import Workspace, WorkspaceError
+from services.workspace.sandbox import (
+    Mounts,
+    Outcome,
+    SandboxUnavailableError,
+    find_bwrap,
+    run_sandboxed,
+)
+
+RESULT_LIMIT = 16_000
+"""Results are cut to about this many characters, like every tool result."""
+MAX_ARTIFACTS = 100
+UNKNOWN_OUTCOME = (
+    "The process running this command stopped before the command finished, so it may or "
+    "may not have taken effect. It was not run again."
+)
+LIMIT_UNITS: dict[LimitName, Callable[[CommandLimits], str]] = {
+    "wall time": lambda limits: f"{limits.wall_seconds:g} seconds",
+    "cpu time": lambda limits: f"{limits.cpu_seconds:g} CPU seconds",
+    "memory": lambda limits: f"{limits.memory_mb} MB",
+    "processes": lambda limits: f"{limits.processes} processes",
+    "output": lambda limits: f"{limits.output_bytes} bytes",
+    "quota": lambda _limits: "the workspace quota",
+}
+
+
+def result(call: WorkspaceCall, status: ToolStatus, content: str) -> ToolResult:
+    if len(content) > RESULT_LIMIT:
+        cut = len(content) - RESULT_LIMIT
+        content = f"{content[:RESULT_LIMIT]}\n[... {cut} more characters cut ...]"
+    return ToolResult(call.call.id, call.call.name, status, content)
+
+
+def unknown(call: WorkspaceCall) -> WorkspaceReply:
+    return WorkspaceReply(result(call, "unknown", UNKNOWN_OUTCOME))
+
+
+@dataclass(frozen=True)
+class WorkspaceHost:
+    home: Path
+    bwrap: str
+    """The bwrap setting: a name on PATH or a path."""
+
+    @property
+    def store(self) -> Path:
+        return self.home / "artifacts"
+
+    async def perform(self, call: WorkspaceCall, stopped: Callable[[], bool]) -> WorkspaceReply:
+        """Run one workspace call; never raises for the call's own failures."""
+        quota = call.settings.quota_mb * 2**20
+        workspace = files.open_workspace(self.home, call.agent, quota)
+        try:
+            return await self._perform(call, workspace, stopped)
+        except (WorkspaceError, SandboxUnavailableError) as error:
+            return WorkspaceReply(result(call, "error", str(error)))
+        except (KeyError, OSError, UnicodeError) as error:
+            return WorkspaceReply(result(call, "error", f"{call.call.name} failed: {error}"))
+
+    async def _perform(
+        self, call: WorkspaceCall, workspace: Workspace, stopped: Callable[[], bool]
+    ) -> WorkspaceReply:
+        arguments = call.call.arguments
+        match call.call.name:
+            case "run_command":
+                return await self._run(call, workspace, str(arguments["command"]), stopped)
+            case "write_file":
+                return await asyncio.to_thread(self._write, call, workspace)
+            case "read_file":
+                text = files.read_text(workspace, str(arguments["path"]), RESULT_LIMIT)
+                return WorkspaceReply(result(call, "ok", text))
+            case "list_files":
+                listing = files.list_entries(workspace, str(arguments.get("path", "")))
+                return WorkspaceReply(result(call, "ok", listing))
+        return WorkspaceReply(result(call, "error", f"{call.call.name} is no workspace tool."))
+
+    def _write(self, call: WorkspaceCall, workspace: Workspace) -> WorkspaceReply:
+        relative = str(call.call.arguments["path"])
+        content = str(call.call.arguments["content"])
+        path = files.write_text(workspace, relative, content)
+        artifact = store_file(self.store, path, path.relative_to(workspace.root).as_posix())
+        said = f"Wrote {artifact.size} bytes to {artifact.path} (sha256 {artifact.sha256})."
+        return WorkspaceReply(result(call, "ok", said), (artifact,))
+
+    async def _run(
+        self,
+        call: WorkspaceCall,
+        workspace: Workspace,
+        command: str,
+        stopped: Callable[[], bool],
+    ) -> WorkspaceReply:
+        bwrap = find_bwrap(self.bwrap)
+        mounts = Mounts(workspace.root, workspace.uid, self._lent(call), call.settings.network)
+        before = await asyncio.to_thread(files.snapshot, workspace.root)
+        room = max(workspace.quota_bytes - sum(e.size for e in before.values()), 1)
+        limits = call.settings.limits
+        outcome = await run_sandboxed(
+            mounts, bwrap, command, limits=limits, file_bytes=room, stopped=stopped
+        )
+        after = await asyncio.to_thread(files.snapshot, workspace.root)
+        artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
+        used = sum(entry.size for entry in after.values())
+        if outcome.limit is None and used > workspace.quota_bytes:
+            outcome.limit = "quota"
+        status: ToolStatus = "ok" if outcome.exit_code == 0 and outcome.limit is None else "error"
+        return WorkspaceReply(result(call, status, _describe(outcome, limits, used)), artifacts)
+
+    def _lent(self, call: WorkspaceCall) -> Path | None:
+        if call.lent_by is None:
+            return None
+        return files.existing_workspace(self.home, call.lent_by)
+
+    def _keep(self, workspace: Workspace, paths: list[str]) -> tuple[Artifact, ...]:
+        kept = []
+        for relative in paths[:MAX_ARTIFACTS]:
+            try:
+                kept.append(store_file(self.store, workspace.root / relative, relative))
+            except FileNotFoundError:
+                continue
+        return tuple(kept)
+
+
+def _describe(outcome: Outcome, limits: CommandLimits, used: int) -> str:
+    if outcome.limit is not None and outcome.limit != "quota":
+        head = (
+            f"Killed with its whole process tree after {outcome.seconds:.1f} s: the command "
+            f"passed its {outcome.limit} limit ({LIMIT_UNITS[outcome.limit](limits)})."
+        )
+    else:
+        head = f"Exit status {outcome.exit_code} after {outcome.seconds:.1f} s."
+    if outcome.limit == "quota":
+        head += (
+            f" The workspace now holds {used} bytes, past its quota: files written past it "
+            "were cut, and write_file refuses until files are removed."
+        )
+    text = outcome.output.decode("utf-8", errors="replace")
+    more = outcome.output_bytes - len(outcome.output)
+    if more > 0:
+        text += f"\n[... {more} more bytes of output not kept ...]"
+    return f"{head}\n--- output ---\n{text}" if text else f"{head}\n(no output)"

@@ -1,0 +1,108 @@
+"""The sandbox with real bwrap, no Restate: what a command sees, and its limits."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas.sandbox import CommandLimits
+from services.workspace.files import open_workspace
+from services.workspace.sandbox import (
+    Mounts,
+    Outcome,
+    SandboxUnavailableError,
+    find_bwrap,
+    run_sandboxed,
+)
+
+LIMITS = CommandLimits(
+    wall_seconds=30, cpu_seconds=1, memory_mb=64, processes=16, output_bytes=100_000
+)
+
+
+def run(
+    tmp_path: Path,
+    command: str,
+    *,
+    parent: Path | None = None,
+    bwrap: str = "bwrap",
+    limits: CommandLimits = LIMITS,
+) -> Outcome:
+    workspace = open_workspace(tmp_path / "home", "acme.box", 2**20)
+    mounts = Mounts(workspace.root, workspace.uid, parent)
+    return asyncio.run(
+        run_sandboxed(
+            mounts, bwrap, command, limits=limits, file_bytes=2**20, stopped=lambda: False
+        )
+    )
+
+
+def test_the_workspace_is_the_only_writable_place(tmp_path: Path) -> None:
+    outcome = run(tmp_path, "echo made > made.txt; touch /etc/x /usr/x /x 2>&1; ls /")
+    said = outcome.output.decode()
+    assert outcome.exit_code == 0
+    assert said.count("Read-only file system") == 2
+    assert "cannot touch '/x'" in said
+    assert set(said.split()) >= {"usr", "etc", "workspace", "tmp", "proc"}
+    assert "home" not in said.split()
+    assert "root" not in said.split()
+    assert (tmp_path / "home/workspaces/acme/acme.box/made.txt").read_text() == "made\n"
+
+
+def test_a_lent_parent_workspace_is_read_only(tmp_path: Path) -> None:
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "plan.txt").write_text("the plan")
+    outcome = run(tmp_path, "cat /parent/plan.txt; echo x > /parent/y", parent=parent)
+    assert outcome.output.decode().startswith("the plan")
+    assert "Read-only file system" in outcome.output.decode()
+    assert not (parent / "y").exists()
+
+
+def test_the_command_sees_only_its_own_processes(tmp_path: Path) -> None:
+    outcome = run(tmp_path, "ls /proc | grep -c '^[0-9]'")
+    assert int(outcome.output.decode()) <= 5
+
+
+@pytest.mark.parametrize(
+    ("command", "limit"),
+    [
+        ("sleep 60", "wall time"),
+        ("while :; do :; done", "cpu time"),
+        ("yes", "output"),
+        ("python3 -c 'x = [b\"x\" * (2**20 + i) for i in range(300)]'", "memory"),
+        ("f(){ f|f& };f; sleep 2", "processes"),
+        ("head -c 5000000 /dev/zero > big", "quota"),
+    ],
+)
+def test_a_command_past_a_limit_is_killed_and_the_limit_named(
+    tmp_path: Path, command: str, limit: str
+) -> None:
+    wall = 3 if limit == "wall time" else LIMITS.wall_seconds
+    outcome = run(tmp_path, command, limits=msgspec.structs.replace(LIMITS, wall_seconds=wall))
+    assert outcome.limit == limit
+    assert outcome.seconds < wall + 2
+
+
+def test_a_missing_bwrap_is_a_sentence_and_nothing_runs(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailableError, match="never run outside the sandbox"):
+        find_bwrap(str(tmp_path / "bwrap"))
+
+
+def test_a_sandbox_that_cannot_start_fails_closed(tmp_path: Path) -> None:
+    fake = tmp_path / "fakebwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: no permission to create a namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(SandboxUnavailableError, match="no permission to create a namespace"):
+        run(tmp_path, "echo ran > ran.txt", bwrap=str(fake))
+    assert not (tmp_path / "home/workspaces/acme/acme.box/ran.txt").exists()
+
+
+def test_a_bwrap_that_cannot_be_executed_fails_closed(tmp_path: Path) -> None:
+    not_a_program = tmp_path / "bwrap"
+    not_a_program.write_text("not a program")
+    with pytest.raises(SandboxUnavailableError, match="could not be started"):
+        run(tmp_path, "echo ran", bwrap=str(not_a_program))
