@@ -109,7 +109,9 @@ class Settings(BaseSettings):
         description="Extra modules whose `MODELS` mapping is added to the model registry.",
     )
 
-    @field_validator("tool_modules", "observer_modules", "model_modules", mode="before")
+    @field_validator(
+        "tool_modules", "observer_modules", "model_modules", "local_only_tenants", mode="before"
+    )
     @classmethod
     def _module_list(cls, value: Any) -> Any:
         if not isinstance(value, str):

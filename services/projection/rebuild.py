@@ -9,8 +9,9 @@ import httpx
 
 from schemas.catalog import RebuildReport
 from schemas.events import TimelineQuery
-from services.contracts import AGENT, KEYS, SPECS, TENANT, TIMELINE, Empty
+from services.contracts import AGENT, KEYS, SPECS, STATUS, TENANT, TIMELINE, Empty
 from services.ingress import AsyncIngress
+from services.projection.catalog import Decided
 from services.projection.store import ProjectionStore
 
 PAGE = 500
@@ -47,14 +48,23 @@ async def _keys_of(http: httpx.AsyncClient, admin_url: str, service: str) -> lis
 
 
 async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: str) -> int:
+    """The agent's timeline, page by page, then its status as the agent decides it (from
+    its turn's phase), as the agent's own batches carry it."""
     after = copied = 0
     while True:
         page = await ingress.call(TIMELINE, TimelineQuery(after_seq=after, limit=PAGE), agent)
-        if not page.events:
-            return copied
-        await store.record_events(page.events)
-        copied += len(page.events)
-        after = page.events[-1].seq
+        if page.events:
+            await store.record_events(page.events)
+            copied += len(page.events)
+            after = page.events[-1].seq
+        if not page.events or after >= page.last_seq:
+            break
+    if copied:
+        status = await ingress.call(STATUS, Empty(), agent)
+        if status.state != "running" and status.last_seq == after:
+            last = await ingress.call(TIMELINE, TimelineQuery(after_seq=after - 1, limit=1), agent)
+            await store.record(last.events, statuses={agent: Decided(status.state, after)})
+    return copied
 
 
 async def _copy_specs(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
