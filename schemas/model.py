@@ -36,6 +36,9 @@ class ModelReply(msgspec.Struct, frozen=True):
     message: ChatMessage
     usage: Usage = Usage()
     finish_reason: FinishReason = "stop"
+    window: int = 0
+    """The model's context window in tokens (prompt and reply), when its executor knows it;
+    0 when it does not."""
     started: float = 0
     finished: float = 0
     """Unix seconds the step began and ended, taken inside the journaled step (so a replay

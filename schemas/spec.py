@@ -28,6 +28,13 @@ class Limits(msgspec.Struct, frozen=True):
     """Model tokens the agent may use per UTC day; 0 for no limit."""
     approval_timeout: float = 300
     """Seconds a turn waits for an approval before it is parked."""
+    context_window: int = 0
+    """Tokens of the model's window the prompt and reply may use; 0 for what the model's
+    executor reports (4096 until it has reported)."""
+    fold_at: float = 0.75
+    """Fold the oldest turns when the prompt would pass this share of the window."""
+    fold_to: float = 0.5
+    """Fold until the prompt is under this share of the window."""
 
 
 class AgentSpec(msgspec.Struct, frozen=True):
@@ -41,6 +48,8 @@ class AgentSpec(msgspec.Struct, frozen=True):
     limits: Limits = Limits()
     version: int = 0
     """0 for an ad-hoc spec; published versions count from 1 per kind."""
+    summarizer: str = ""
+    """The model that writes fold summaries; empty for the spec's own `model`."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

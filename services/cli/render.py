@@ -12,6 +12,7 @@ from schemas.events import (
     ApprovalRequested,
     ChildReported,
     ChildSpawned,
+    ContextFolded,
     Event,
     MessageQueued,
     ModelMessage,
@@ -64,7 +65,19 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     ApprovalAbandoned: lambda e, b: f"{b.request_id} abandoned: its outcome is unknown",
     TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
     TurnEnded: _ended,
+    ContextFolded: lambda e, b: _folded(b),
 }
+
+
+def _folded(body: ContextFolded) -> str:
+    turns = (
+        f"turn {body.first_turn}"
+        if body.first_turn == body.last_turn
+        else f"turns {body.first_turn}-{body.last_turn}"
+    )
+    by = body.model or "extractive summary"
+    tokens = f"{body.tokens_before} → {body.tokens_after} tokens"
+    return f"folded {turns} ({by}, {tokens}): {short(body.summary)}"
 
 
 def _model(body: ModelMessage) -> str:
