@@ -52,7 +52,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
 
 @pytest.mark.timeout(7200)
 def test_sixty_turns_of_smollm2_at_a_1024_token_window(
-    small: LiveStack, address: str, record_property: Callable[[str, object], None]
+    small: LiveStack, address: str, record_testsuite_property: Callable[[str, object], None]
 ) -> None:
     for turn in range(1, TURNS + 1):
         answer = small.ingress.message(address, QUESTIONS[turn % len(QUESTIONS)], SPEC)
@@ -65,7 +65,7 @@ def test_sixty_turns_of_smollm2_at_a_1024_token_window(
     calls = [e.body for e in events if isinstance(e.body, ModelMessage)]
     assert all(0 < c.usage.prompt_tokens + 48 <= 1024 for c in calls)
     after = cached_after_folds(events)
-    record_property("cached_share_after_fold", round(after, 3))  # in the junit report
+    record_testsuite_property("cached_share_after_fold", round(after, 3))  # junit report
     assert after > 0.3, f"only {after:.0%} of prompt tokens after a fold came from the cache"
 
 
