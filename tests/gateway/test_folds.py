@@ -32,8 +32,7 @@ async def test_a_fold_is_served_with_its_summary_and_turns(world: World) -> None
 def test_the_cli_shows_which_turns_a_fold_covers_and_its_summary() -> None:
     event = Event("acme.alpha", 13, 5, 1, datetime(2026, 12, 1, tzinfo=UTC), FOLD)
     assert describe(event) == (
-        "  #13   folded turns 1-4 (smollm2, 900 → 410 tokens): "
-        "The user asked about tides and rice."
+        "  #13   folded turns 1-4 (smollm2, 900 → 410 tokens): The user asked about tides and rice."
     )
     extractive = msgspec.structs.replace(FOLD, first_turn=2, last_turn=2, model="", extractive=True)
     line = describe(msgspec.structs.replace(event, body=extractive))
