@@ -314,11 +314,21 @@ def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, 
     return after
 
 
+RECALLS_PER_TURN = 3
+"""After this many `recall` calls in a turn it is no longer shown: a small model shown it
+can call it round after round and never answer."""
+
+
+def _recalls(turn: TurnState) -> int:
+    return sum(1 for m in turn.messages for c in m.tool_calls if c.name == RECALL)
+
+
 def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
-    layers = _layers(given, turn, view, recall=view.state.folds > 0)
+    room = _recalls(turn) < RECALLS_PER_TURN
+    layers = _layers(given, turn, view, recall=room and view.state.folds > 0)
     messages, was_cut = assemble(layers, budget, estimate)
-    if was_cut and view.state.folds == 0:
+    if room and was_cut and view.state.folds == 0:
         layers = _layers(given, turn, view, recall=True)
     request = ModelRequest(
         model=turn.spec.model,

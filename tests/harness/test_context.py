@@ -198,3 +198,14 @@ def test_the_summary_request_is_bounded_by_the_window() -> None:
     assert request.agent == ""  # no live text: a summary is not the agent's reply
     chars = sum(len(m.content) for m in request.messages)
     assert Estimate(ContextState()).tokens(chars) + request.max_tokens <= LIMITS.context_window
+
+
+def test_recall_is_no_longer_shown_once_a_turn_called_it_three_times() -> None:
+    call = {"calls": [{"name": "recall", "arguments": {}}]}
+    text = script(call, call, call, {"reply": "done"})
+    folded = ContextState(segments=5, folded=3, folds=1, blocks=(FoldBlock(1, 3, "Earlier."),))
+    recording = run_in_process(given(5, folded, text=text), follow_directives)
+    calls = [c.request for c in recording.commands if isinstance(c, CallModel)]
+    shown = [[t.name for t in r.tools] for r in calls]
+    assert shown == [["recall"]] * 3 + [[]]
+    assert recording.commands[-1] == Reply("done")
