@@ -39,6 +39,11 @@ class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
     timing: Timing = Timing()
+    fingerprint: str = ""
+    """sha256 of the prompt's stable prefix (instructions and tool definitions), as hex."""
+    folds_fingerprint: str = ""
+    """sha256 of the prefix and the fold summaries after it: equal across rounds until the
+    next fold."""
 
 
 class ModelFallback(msgspec.Struct, frozen=True, tag="model_fallback"):
@@ -48,6 +53,23 @@ class ModelFallback(msgspec.Struct, frozen=True, tag="model_fallback"):
     model: str
     next: str
     reason: str
+
+
+class ContextFolded(msgspec.Struct, frozen=True, tag="context_folded"):
+    """The oldest verbatim turns were folded into a summary the model sees instead. Their
+    messages stay on the timeline and in the history; `recall` reads them back."""
+
+    first_turn: int
+    last_turn: int
+    summary: str
+    tokens_before: int
+    """The prompt's estimated tokens before the fold, and after it."""
+    tokens_after: int
+    model: str
+    """The model that wrote the summary; empty when the extractive summary was used."""
+    extractive: bool = False
+    reason: str = ""
+    """Why the extractive summary was used, when it was."""
 
 
 class ToolCalled(msgspec.Struct, frozen=True, tag="tool_called"):
@@ -166,6 +188,7 @@ EventBody = (
     | StopRefused
     | TurnParked
     | TurnEnded
+    | ContextFolded
 )
 
 

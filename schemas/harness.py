@@ -8,6 +8,7 @@ from typing import Literal
 import msgspec
 
 from schemas.chat import ChatMessage, ToolCall
+from schemas.context import ContextState, FoldBlock
 from schemas.model import ModelReply, ModelRequest, Usage
 from schemas.spec import AgentSpec
 from schemas.wake import ParentRef
@@ -17,6 +18,40 @@ from schemas.wake import ParentRef
 
 class CallModel(msgspec.Struct, frozen=True, tag="call_model"):
     request: ModelRequest
+    fingerprint: str = ""
+    """sha256 of the prompt's instructions and tool definitions (layer 0)."""
+    folds_fingerprint: str = ""
+    """sha256 of layer 0 and the fold summaries after it (layer 1)."""
+
+
+class Summarize(msgspec.Struct, frozen=True, tag="summarize"):
+    """Write the summary of turns about to be folded: a journaled model step. A step that
+    fails is answered with `Summary(problem=...)`, never with an error."""
+
+    request: ModelRequest
+
+
+class RecordFold(msgspec.Struct, frozen=True, tag="record_fold"):
+    """A fold was made: record it on the timeline and keep `context` for later wakes."""
+
+    block: FoldBlock
+    context: ContextState
+    tokens_before: int
+    tokens_after: int
+    model: str
+    """The model that wrote the summary; empty when it is extractive."""
+    reason: str = ""
+    """Why the summary is extractive, when it is."""
+
+
+class Recall(msgspec.Struct, frozen=True, tag="recall"):
+    """The built-in `recall` tool: read the original messages of earlier turns from the
+    history (the current turn's are handed in)."""
+
+    call: ToolCall
+    turn: int
+    current: tuple[ChatMessage, ...]
+    """The current turn's messages so far (not in the history yet)."""
 
 
 class CallTool(msgspec.Struct, frozen=True, tag="call_tool"):
@@ -66,7 +101,19 @@ class Fail(msgspec.Struct, frozen=True, tag="fail"):
     reason: str
 
 
-Command = CallModel | CallTool | Spawn | Refuse | AskApproval | Wait | Reply | Fail
+Command = (
+    CallModel
+    | Summarize
+    | RecordFold
+    | Recall
+    | CallTool
+    | Spawn
+    | Refuse
+    | AskApproval
+    | Wait
+    | Reply
+    | Fail
+)
 
 # --- results ------------------------------------------------------------------------
 
@@ -93,7 +140,14 @@ class Ack(msgspec.Struct, frozen=True, tag="ack"):
     pass
 
 
-Result = ModelReply | ToolResult | Spawned | Ack
+class Summary(msgspec.Struct, frozen=True, tag="summary"):
+    """The answer to `Summarize`: the model's reply, or why there is none."""
+
+    reply: ModelReply | None = None
+    problem: str = ""
+
+
+Result = ModelReply | ToolResult | Spawned | Ack | Summary
 
 # --- state --------------------------------------------------------------------------
 

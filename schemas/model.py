@@ -65,6 +65,9 @@ class ModelReply(msgspec.Struct, frozen=True):
     timing: Timing = Timing()
     fallbacks: tuple[Fallback, ...] = ()
     """Models of the chain that failed before `model` answered, in order."""
+    window: int = 0
+    """The model's context window in tokens (prompt and reply), when its executor knows it;
+    0 when it does not."""
     started: float = 0
     finished: float = 0
     """Unix seconds the step began and ended, taken inside the journaled step (so a replay

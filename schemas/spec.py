@@ -30,6 +30,13 @@ class Limits(msgspec.Struct, frozen=True):
     """Model tokens the agent may use per UTC day; 0 for no limit."""
     approval_timeout: float = 300
     """Seconds a turn waits for an approval before it is parked."""
+    context_window: int = 0
+    """Tokens of the model's window the prompt and reply may use; 0 for what the model's
+    executor reports (4096 until it has reported)."""
+    fold_at: float = 0.75
+    """Fold the oldest turns when the prompt would pass this share of the window."""
+    fold_to: float = 0.5
+    """Fold until the prompt is under this share of the window."""
 
 
 KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
@@ -44,6 +51,9 @@ LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
     "max_turn_seconds": (0, 86_400),
     "max_daily_tokens": (0, 1_000_000_000),
     "approval_timeout": (1, 2_592_000),
+    "context_window": (0, 1_048_576),
+    "fold_at": (0.05, 1.0),
+    "fold_to": (0.05, 1.0),
 }
 """The smallest and largest value each limit takes (documented in docs/agents.md)."""
 
@@ -68,6 +78,8 @@ class AgentSpec(msgspec.Struct, frozen=True):
     """0 for an ad-hoc spec; published versions count from 1 per kind."""
     workspace: WorkspaceSettings = WorkspaceSettings()
     """The workspace's quota, network and command limits (for the workspace tools)."""
+    summarizer: str = ""
+    """The model that writes fold summaries; empty for the spec's own `model`."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

@@ -4,7 +4,8 @@ Three kinds of value, so that no write rewrites a growing value:
 - `AgentRecord`: small and bounded; read once at the start of a wake, written once at its
   end;
 - `Chunk`: the events of one flush, written once and never rewritten;
-- `History`: the messages of finished turns.
+- `Segment`: the messages of one finished turn, written once as `history.{n}` and never
+  rewritten; the record's `ContextState` says how many there are and which are folded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from schemas.chat import ChatMessage
+from schemas.context import ContextState
 from schemas.events import Event, Outcome
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
@@ -19,7 +21,8 @@ from schemas.wake import Message
 
 
 class History(msgspec.Struct, frozen=True):
-    """Messages of finished turns, oldest first."""
+    """The messages of finished turns as one value: how agents stored them before history
+    segments. Read once, to be written again as the agent's first segment."""
 
     messages: tuple[ChatMessage, ...] = ()
 
@@ -55,7 +58,7 @@ KEEP_ANSWERED = 100
 
 
 class AgentRecord(msgspec.Struct, frozen=True):
-    """The agent's bounded state: everything a wake decides on but the history."""
+    """The agent's bounded state: everything a wake decides on but the history segments."""
 
     turns: int = 0
     """Turns started so far; the next turn is `turns + 1`."""
@@ -72,3 +75,4 @@ class AgentRecord(msgspec.Struct, frozen=True):
     """Those of `answered` that were abandoned: their turn ended before an answer came."""
     ledger: Ledger = Ledger()
     timeline: TimelineMark = TimelineMark()
+    context: ContextState = ContextState()

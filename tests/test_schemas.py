@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from schemas.address import InvalidAddressError, child_address, parse_address
 from schemas.events import ApprovalRefused, Event, StopRefused, TurnEnded, TurnStarted
 from schemas.export import HERE, PUBLISHED, render
+from schemas.model import ModelReply
+from schemas.state import AgentRecord, History
 from schemas.wake import Message, WakeEnvelope
 from services.agent.legacy import OldAnswered
 
@@ -71,6 +73,14 @@ OLD_PAYLOADS = [
         Event,
     ),
     (b'{"requests":["t1r1-call_0"]}', OldAnswered),
+    (
+        b'{"agent":"acme.bot","seq":2,"turn":1,"round":1,"at":"2026-11-30T00:00:00Z",'
+        b'"body":{"type":"model_message","model":"smollm2","text":"hello"}}',
+        Event,
+    ),
+    (b'{"turns":3,"timeline":{"last_seq":9,"chunks":2}}', AgentRecord),
+    (b'{"messages":[{"role":"user","content":"hi"}]}', History),
+    (b'{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}', ModelReply),
 ]
 
 

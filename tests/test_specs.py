@@ -40,7 +40,7 @@ MISTAKES = [
     (GOOD + 'can_spawn = "yes"\n', "field 'can_spawn': Expected `bool`, got `str`."),
     (
         SPEC + 'model = "nosuchmodel"\n',
-        "field 'model': this deployment has no model 'nosuchmodel'. It offers: script, smollm2.",
+        "field 'model': this deployment has no model 'nosuchmodel'. It offers: ",
     ),
     (SPEC + 'model = "smolm2"\n', "no model 'smolm2'; did you mean 'smollm2'?"),
     (SPEC + 'tools = ["nosuchtool"]\n', "field 'tools': this deployment has no tool 'nosuchtool'."),

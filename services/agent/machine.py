@@ -18,6 +18,7 @@ import msgspec
 
 from schemas.address import parse_address
 from schemas.chat import ChatMessage
+from schemas.context import ContextState, Segment
 from schemas.events import (
     AgentState,
     ApprovalAbandoned,
@@ -65,6 +66,8 @@ class TurnRan:
     ending: tuple[Outcome, str] | None
     ledger: Ledger | None = None
     """The daily ledger after the turn's model calls (None: unchanged)."""
+    context: ContextState | None = None
+    """The history's marks after the turn's folds and model calls (None: unchanged)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class TurnStopped:
 
     turn: TurnState
     ledger: Ledger | None = None
+    context: ContextState | None = None
 
 
 Input = Wake | SpecFound | TurnRan | TurnStopped
@@ -118,9 +122,10 @@ class Drive:
 
 @dataclass(frozen=True)
 class Remember:
-    """Append messages to the history later turns see."""
+    """Write history segment `index` (once): messages later turns see."""
 
-    messages: tuple[ChatMessage, ...]
+    index: int
+    segment: Segment
 
 
 @dataclass(frozen=True)
@@ -164,9 +169,9 @@ def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa:
             return _on_message(address, record, given)
         case SpecFound():
             return _on_spec(address, record, given)
-        case TurnRan(ledger=ledger) | TurnStopped(ledger=ledger) if ledger is not None:
-            charged = msgspec.structs.replace(record, ledger=ledger)
-            return react(address, charged, dataclasses.replace(given, ledger=None))
+        case TurnRan() | TurnStopped() if given.ledger is not None or given.context is not None:
+            kept = _kept(record, given.ledger, given.context)
+            return react(address, kept, dataclasses.replace(given, ledger=None, context=None))
         case TurnRan():
             return _on_ran(address, record, given)
         case TurnStopped(turn=turn):
@@ -179,6 +184,13 @@ def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa:
             return _on_timer(address, record, name, number)
         case Stop():
             return _on_stop(address, record)
+
+
+def _kept(record: AgentRecord, ledger: Ledger | None, context: ContextState | None) -> AgentRecord:
+    """The record with the ledger and the history marks a driven turn left."""
+    return msgspec.structs.replace(
+        record, ledger=ledger or record.ledger, context=context or record.context
+    )
 
 
 # --- messages and turns ---------------------------------------------------------------
@@ -283,7 +295,8 @@ def _end(
     body = TurnEnded(
         outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
     )
-    effects += [Emit(turn.number, turn.round, (body,)), Remember(turn.messages)]
+    record, remember = _remembered(record, Segment(turn.number, turn.messages))
+    effects += [Emit(turn.number, turn.round, (body,)), remember]
     if turn.parent is not None:
         report = ChildFinished(address, turn.parent.turn, turn.parent.call_id, outcome, text)
         key = f"finished {address} {turn.number}"
@@ -292,6 +305,13 @@ def _end(
         record, turn=None, last_outcome=outcome, answered=answered, abandoned=abandoned
     )
     return Reaction(ended, tuple(effects), reply=text if succeeded else "")
+
+
+def _remembered(record: AgentRecord, segment: Segment) -> tuple[AgentRecord, Remember]:
+    """The record counting one more history segment, and the effect that writes it."""
+    index = record.context.segments
+    context = msgspec.structs.replace(record.context, segments=index + 1)
+    return msgspec.structs.replace(record, context=context), Remember(index, segment)
 
 
 def _next(address: str, record: AgentRecord) -> Reaction:
@@ -313,7 +333,9 @@ def _on_child(record: AgentRecord, report: ChildFinished) -> Reaction:
             role="user",
             content=f"(Helper {report.child} finished later ({report.outcome}): {report.reply})",
         )
-        return Reaction(record, (Emit(report.turn, 0, (event,)), Remember((late,))))
+        # Under the newest turn's number, so that segments stay in turn order.
+        record, remember = _remembered(record, Segment(record.turns, (late,)))
+        return Reaction(record, (Emit(report.turn, 0, (event,)), remember))
     turn = child_reported(turn, report)
     emitted = Emit(turn.number, turn.round, (event,))
     updated = msgspec.structs.replace(record, turn=turn)

@@ -14,10 +14,11 @@ from typing import Protocol
 import msgspec
 import restate
 
-from schemas.chat import ToolDefinition
+from schemas.chat import ChatMessage, ToolDefinition
 from schemas.events import (
     ApprovalRequested,
     ChildSpawned,
+    ContextFolded,
     EventBody,
     ModelFallback,
     ModelMessage,
@@ -33,11 +34,15 @@ from schemas.harness import (
     CallTool,
     Command,
     Fail,
+    Recall,
+    RecordFold,
     Refuse,
     Reply,
     Result,
     Spawn,
     Spawned,
+    Summarize,
+    Summary,
     ToolResult,
     TurnState,
     Wait,
@@ -49,11 +54,14 @@ from schemas.workspace import WORKSPACE_TOOLS
 from services.agent.clock import Clock
 from services.agent.machine import TurnRan
 from services.agent.pipeline import BudgetExceededError, Pipeline, after_model, needs_clock
+from services.agent.store import Store
 from services.agent.timeline import Timeline
 from services.agent.workspace import call_workspace, is_workspace_tool
 from services.contracts import GENERATE, WAKE
 from services.durable import call, send
+from services.harness.context import observed
 from services.harness.loop import TurnInput, run_turn
+from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, answer, matches, parse
 from services.tools.registry import ToolRegistry
 
 CANCELLED = 409
@@ -88,6 +96,7 @@ class Rounds:
         address: str,
         *,
         timeline: Timeline,
+        store: Store,
         clock: Clock,
         tools: ToolRegistry,
         model: LocalModel | None,
@@ -95,6 +104,7 @@ class Rounds:
         self._ctx = ctx
         self._address = address
         self._timeline = timeline
+        self._store = store
         self._clock = clock
         self._tools = tools
         self._model = model
@@ -106,7 +116,7 @@ class Rounds:
         `self.turn` and `self.ledger` follow the turn as it goes, so a caller that is
         interrupted (a stop raises the cancellation out of here) knows how far it got.
         """
-        self.turn, self.ledger = turn, ledger
+        self.turn, self.ledger, self.context = turn, ledger, given.context
         self._since = self._clock.now
         harness = run_turn(given)
         command = next(harness)
@@ -117,12 +127,13 @@ class Rounds:
                 if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
                     raise
                 harness.close()
-                return TurnRan(self._spent(self.turn), ("failed", _reason(error)), self.ledger)
+                failed: tuple[Outcome, str] = ("failed", _reason(error))
+                return TurnRan(self._spent(self.turn), failed, self.ledger, self.context)
             try:
                 command = harness.send(result)
             except StopIteration as stop:
                 final = msgspec.structs.replace(stop.value, usage=self.turn.usage)
-                return TurnRan(self._spent(final), _ending(command), self.ledger)
+                return TurnRan(self._spent(final), _ending(command), self.ledger, self.context)
 
     def stopped(self) -> TurnState:
         return self._spent(self.turn)
@@ -142,6 +153,12 @@ class Rounds:
                 return await self._call_model(command)
             case CallTool():
                 return await self._call_tool(command)
+            case Summarize(request=request):
+                return await self._summarize(request)
+            case RecordFold():
+                self._record_fold(command)
+            case Recall():
+                return await self._recall(command)
             case Spawn():
                 return self._spawn(command)
             case Refuse(call=call, reason=reason):
@@ -164,13 +181,95 @@ class Rounds:
         self._clock.saw(reply.started, reply.finished)
         self._timeline.stamp(reply.started)
         self.turn = msgspec.structs.replace(self.turn, usage=add(self.turn.usage, reply.usage))
+        self.context = observed(self.context, request, reply)
         message = reply.message
         fallbacks = (ModelFallback(f.model, f.next, f.reason) for f in reply.fallbacks)
-        model = reply.model or request.model
-        body = ModelMessage(model, message.content, message.tool_calls, reply.usage, reply.timing)
+        body = ModelMessage(
+            reply.model or request.model,
+            message.content,
+            message.tool_calls,
+            reply.usage,
+            reply.timing,
+            fingerprint=command.fingerprint,
+            folds_fingerprint=command.folds_fingerprint,
+        )
         self._add(*fallbacks, body, at=reply.finished)
         self.ledger = after_model(self.ledger, reply.usage, reply.finished)
         return reply
+
+    async def _summarize(self, request: ModelRequest) -> Summary:
+        """The fold's summary step, journaled like a model step. Whatever goes wrong (an
+        unknown model, a plugin that raises, a budget) is answered, never raised: the
+        harness then folds with the extractive summary."""
+        request = msgspec.structs.replace(request, turn=self.turn.number, round=self.turn.round)
+        try:
+            reply = await self._generate(request)
+        except restate.TerminalError as error:
+            if error.status_code == CANCELLED:
+                raise
+            return Summary(problem=f"The summary step failed: {error.message}")
+        self._clock.saw(reply.started, reply.finished)
+        self._timeline.stamp(reply.started)
+        self.turn = msgspec.structs.replace(self.turn, usage=add(self.turn.usage, reply.usage))
+        self.ledger = after_model(self.ledger, reply.usage, reply.finished)
+        return Summary(reply)
+
+    def _record_fold(self, command: RecordFold) -> None:
+        block = command.block
+        self.context = msgspec.structs.replace(
+            command.context,
+            window=self.context.window,
+            prompt_tokens=self.context.prompt_tokens,
+            prompt_chars=self.context.prompt_chars,
+        )
+        extractive = not command.model
+        self._add(
+            ContextFolded(
+                block.first_turn,
+                block.last_turn,
+                block.summary,
+                command.tokens_before,
+                command.tokens_after,
+                command.model,
+                extractive,
+                command.reason,
+            )
+        )
+
+    async def _recall(self, command: Recall) -> ToolResult:
+        call_ = command.call
+        self._add(ToolCalled(call_.id, call_.name, call_.arguments))
+        query = parse(call_)
+        if isinstance(query, str):
+            result = ToolResult(call_.id, call_.name, "error", query)
+        else:
+            content = answer(query, await self._recalled(query, command))
+            result = ToolResult(call_.id, call_.name, "ok", content)
+        self._add(ToolFinished(call_.id, call_.name, result.status, result.content))
+        return result
+
+    async def _recalled(
+        self, query: RecallQuery, command: Recall
+    ) -> list[tuple[int, tuple[ChatMessage, ...]]]:
+        """(turn, messages) read back: one turn by number, or the newest that match."""
+        store = self._store
+        if query.turn is not None:
+            if query.turn == command.turn:
+                return [(command.turn, command.current)]
+            segments = await store.of_turn(query.turn, self.context)
+            messages = tuple(m for s in segments for m in s.messages)
+            return [(query.turn, messages)] if messages else []
+        found: dict[int, tuple[ChatMessage, ...]] = {}
+        if matches(command.current, query.query):
+            found[command.turn] = command.current
+        last = self.context.segments - 1
+        for index in range(last, max(last - SEARCH_SEGMENTS, -1), -1):
+            if len(found) >= MATCHES:
+                break
+            segment = await store.segment(index)
+            if segment is not None and matches(segment.messages, query.query):
+                found[segment.turn] = (*segment.messages, *found.get(segment.turn, ()))
+        return sorted(found.items())
 
     async def _generate(self, request: ModelRequest) -> ModelReply:
         if self._model is None:

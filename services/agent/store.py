@@ -2,7 +2,9 @@
 
 - `agent`: the `AgentRecord`, read once at the start of a wake and written once at its end;
 - `running`: the id of the invocation driving a turn right now, so a stop can cancel it;
-- `history`: the messages of finished turns;
+- `history.{n}`: segment n of the history (one finished turn's messages), written once;
+- `history`: the whole history as one value, as agents kept it before segments: read once
+  by the first wake that finds it, written again as segment 0 and cleared;
 - `timeline.{n}`: chunk n of the timeline, written once by a flush and never again.
 
 A running wake writes chunks before it writes the record, so a reader finds the newest
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import restate
 
-from schemas.chat import ChatMessage
+from schemas.context import ContextState, Segment
 from schemas.events import Event
 from schemas.state import AgentRecord, Chunk, History, TimelineMark
 from services.agent import legacy
@@ -28,6 +30,10 @@ Readable = restate.ObjectSharedContext | restate.ObjectContext
 
 def chunk_key(index: int) -> str:
     return f"timeline.{index}"
+
+
+def segment_key(index: int) -> str:
+    return f"history.{index}"
 
 
 class Reader:
@@ -86,8 +92,7 @@ class Store(Reader):
     def __init__(self, ctx: restate.ObjectContext) -> None:
         super().__init__(ctx)
         self._writer = ctx
-        self._history: History | None = None
-        self._history_changed = False
+        self._segments: dict[int, Segment] = {}
         self._legacy: list[str] = []
 
     async def record(self) -> AgentRecord:
@@ -116,18 +121,46 @@ class Store(Reader):
         else:
             self._writer.set(RUNNING, invocation)
 
-    async def history(self) -> History:
-        if self._history is None:
-            self._history = await self._writer.get(HISTORY, type_hint=History) or History()
-        return self._history
+    def write_segment(self, index: int, segment: Segment) -> None:
+        self._segments[index] = segment
+        self._writer.set(segment_key(index), segment)
 
-    async def remember(self, messages: tuple[ChatMessage, ...]) -> None:
-        """Kept in memory and written once, by `save_history`, at the end of the wake."""
-        history = await self.history()
-        self._history = History((*history.messages, *messages))
-        self._history_changed = True
+    async def segment(self, index: int) -> Segment | None:
+        if index not in self._segments:
+            found = await self._writer.get(segment_key(index), type_hint=Segment)
+            if found is None:
+                return None
+            self._segments[index] = found
+        return self._segments[index]
 
-    def save_history(self) -> None:
-        if self._history is not None and self._history_changed:
-            self._writer.set(HISTORY, self._history)
-            self._history_changed = False
+    async def recent(self, context: ContextState) -> tuple[Segment, ...]:
+        """The segments not folded yet: what the prompt shows verbatim (bounded by the
+        fold threshold, so a wake never reads the whole history)."""
+        found = [await self.segment(i) for i in range(context.folded, context.segments)]
+        return tuple(s for s in found if s is not None)
+
+    async def of_turn(self, turn: int, context: ContextState) -> list[Segment]:
+        """The segments of one turn: a binary search on turn numbers (segments are written
+        in turn order), so a read costs a few state reads however long the history is."""
+        low, high = 0, context.segments
+        while low < high:
+            middle = (low + high) // 2
+            segment = await self.segment(middle)
+            if segment is not None and segment.turn < turn:
+                low = middle + 1
+            else:
+                high = middle
+        found: list[Segment] = []
+        while low < context.segments and (segment := await self.segment(low)) is not None:
+            if segment.turn != turn:
+                break
+            found.append(segment)
+            low += 1
+        return found
+
+    async def legacy(self) -> History | None:
+        """The one-value history of an agent from before segments, cleared once read."""
+        history = await self._writer.get(HISTORY, type_hint=History)
+        if history is not None:
+            self._writer.clear(HISTORY)
+        return history

@@ -1,7 +1,8 @@
 """The wake's driver: loads the record, feeds inputs to the machine, performs effects.
 
-Per wake: one read of the record, one write of it at the end, the history read only by a
-turn that runs and written only when it changed, and the timeline flushed as chunks.
+Per wake: one read of the record, one write of it at the end, the history segments the
+prompt shows read only by a turn that runs, one segment written per turn that ends, and
+the timeline flushed as chunks.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import restate
 
 from schemas.address import parse_address
 from schemas.catalog import SpecQuery
+from schemas.context import Segment
 from schemas.events import AgentStatus, WakeResult
 from schemas.harness import TurnState
 from schemas.state import AgentRecord, TimelineMark
@@ -62,7 +64,8 @@ class WakeDriver:
         self._running = False
 
     async def run(self, wake: Wake) -> WakeResult:
-        record = self._loaded = await self._store.record()
+        self._loaded = await self._store.record()
+        record = await self._migrated(self._loaded)
         self._timeline = Timeline(
             self._ctx, self._store, self._address, record.timeline, self._observers
         )
@@ -70,6 +73,7 @@ class WakeDriver:
             self._ctx,
             self._address,
             timeline=self._timeline,
+            store=self._store,
             clock=self._clock,
             tools=self._tools,
             model=self._model,
@@ -90,6 +94,18 @@ class WakeDriver:
             status(self._address, record, record.timeline, running=False), reply, note
         )
 
+    async def _migrated(self, record: AgentRecord) -> AgentRecord:
+        """An agent from before history segments: its one-value history becomes segment 0
+        (read once: a record with segments never looks for it)."""
+        if record.turns == 0 or record.context.segments > 0:
+            return record
+        legacy = await self._store.legacy()
+        if legacy is None or not legacy.messages:
+            return record
+        self._store.write_segment(0, Segment(record.turns, legacy.messages))
+        context = msgspec.structs.replace(record.context, segments=1)
+        return msgspec.structs.replace(record, context=context)
+
     async def _perform(self, effect: Effect, record: AgentRecord) -> Input | None:
         match effect:
             case Emit(turn=turn, round=round_, bodies=bodies):
@@ -103,8 +119,8 @@ class WakeDriver:
                     idempotency_key=key,
                     delay=delay,
                 )
-            case Remember(messages=messages):
-                await self._store.remember(messages)
+            case Remember(index=index, segment=segment):
+                self._store.write_segment(index, segment)
             case FindSpec(message=message, kind=kind, direct=direct):
                 tenant = parse_address(self._address).tenant
                 answer = await call(self._ctx, LATEST_SPEC, SpecQuery(kind), key=tenant)
@@ -120,14 +136,14 @@ class WakeDriver:
         if not self._running:
             self._store.set_running(self._ctx.request().id)
             self._running = True
-        history = await self._store.history()
-        given = TurnInput(self._address, turn, history.messages, definitions(self._tools))
+        recent = await self._store.recent(record.context)
+        given = TurnInput(self._address, turn, recent, definitions(self._tools), record.context)
         try:
             return await self._rounds.drive(turn, given, record.ledger)
         except restate.TerminalError as error:
             if error.status_code != CANCELLED:
                 raise
-            return TurnStopped(self._rounds.stopped(), self._rounds.ledger)
+            return TurnStopped(self._rounds.stopped(), self._rounds.ledger, self._rounds.context)
 
     async def _finish(self, record: AgentRecord) -> AgentRecord:
         """Flush what is left of the timeline and write the record (if it changed): the
@@ -137,7 +153,6 @@ class WakeDriver:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)
         if record != self._loaded:
             self._store.save(record)
-        self._store.save_history()
         if self._running:
             self._store.set_running(None)
             self._running = False

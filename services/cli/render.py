@@ -14,6 +14,7 @@ from schemas.events import (
     ArtifactWritten,
     ChildReported,
     ChildSpawned,
+    ContextFolded,
     Event,
     MessageQueued,
     ModelMessage,
@@ -70,7 +71,19 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     StopRefused: lambda e, b: f"a stop was refused: {b.message}",
     TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
     TurnEnded: _ended,
+    ContextFolded: lambda e, b: _folded(b),
 }
+
+
+def _folded(body: ContextFolded) -> str:
+    turns = (
+        f"turn {body.first_turn}"
+        if body.first_turn == body.last_turn
+        else f"turns {body.first_turn}-{body.last_turn}"
+    )
+    by = body.model or "extractive summary"
+    tokens = f"{body.tokens_before} → {body.tokens_after} tokens"
+    return f"folded {turns} ({by}, {tokens}): {short(body.summary)}"
 
 
 def _model(body: ModelMessage) -> str:

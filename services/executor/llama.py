@@ -296,7 +296,7 @@ class LlamaExecutor:
             sampled = self._llm.n_tokens - len(tokens) + 1
         message, finish = self._to_message(text, request, finish)
         usage = Usage(prompt_tokens=len(tokens), completion_tokens=sampled, cached_tokens=cached)
-        return ModelReply(message, usage, finish, timing=clock.timing(sampled))
+        return ModelReply(message, usage, finish, timing=clock.timing(sampled), window=self.n_ctx)
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
         # llama.cpp reads max_tokens <= 0 as "fill the window": refuse it instead.

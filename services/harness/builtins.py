@@ -1,4 +1,5 @@
-"""Tools the harness itself implements: spawning children and waiting for them."""
+"""Tools the harness itself implements: spawning children, waiting for them, and reading
+back the original messages of earlier turns."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from schemas.chat import ToolDefinition
 
 SPAWN = "spawn_agent"
 WAIT = "wait"
+RECALL = "recall"
 
 SPAWN_DEFINITION = ToolDefinition(
     name=SPAWN,
@@ -25,4 +27,21 @@ WAIT_DEFINITION = ToolDefinition(
     description="Pause until every helper you started has replied.",
 )
 
-BUILTIN_DEFINITIONS = (SPAWN_DEFINITION, WAIT_DEFINITION)
+RECALL_DEFINITION = ToolDefinition(
+    name=RECALL,
+    description=(
+        "Read the original messages of an earlier turn (summarized or cut in what you "
+        "see): give its turn number, or a query to find the turns that mention it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "turn": {"type": "integer", "description": "The turn's number."},
+            "query": {"type": "string", "description": "Words to look for instead."},
+            "message": {"type": "integer", "description": "Only this message of the turn."},
+            "offset": {"type": "integer", "description": "Start this far into the message."},
+        },
+    },
+)
+
+BUILTIN_DEFINITIONS = (SPAWN_DEFINITION, WAIT_DEFINITION, RECALL_DEFINITION)

@@ -14,14 +14,18 @@ from schemas.harness import (
     CallModel,
     CallTool,
     Command,
+    Recall,
     Result,
     Spawn,
     Spawned,
+    Summarize,
+    Summary,
     ToolResult,
     TurnState,
 )
 from schemas.model import ModelReply, ModelRequest
 from services.harness.loop import TurnInput, run_turn
+from services.harness.recall import answer, parse
 
 Model = Callable[[ModelRequest], ModelReply]
 ToolRunner = Callable[[CallTool], ToolResult]
@@ -58,8 +62,22 @@ def _answer(command: Command, model: Model, tool: ToolRunner) -> Result:
     match command:
         case CallModel(request=request):
             return model(request)
+        case Summarize(request=request):
+            return Summary(model(request))
+        case Recall():
+            return _recall(command)
         case CallTool():
             return tool(command)
         case Spawn(child=child):
             return Spawned(child)
     return Ack()
+
+
+def _recall(command: Recall) -> ToolResult:
+    """Reads the current turn only: in process there is no stored history."""
+    call = command.call
+    query = parse(call)
+    if isinstance(query, str):
+        return ToolResult(call.id, call.name, "error", query)
+    found = [(command.turn, command.current)] if query.turn == command.turn else []
+    return ToolResult(call.id, call.name, "ok", answer(query, found))

@@ -8,12 +8,13 @@ keep for the next wake.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
 from schemas.address import child_address, parse_address
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
+from schemas.context import ContextState, Segment
 from schemas.harness import (
     AskApproval,
     AwaitingApproval,
@@ -24,12 +25,16 @@ from schemas.harness import (
     Fail,
     PendingApproval,
     PendingChild,
+    Recall,
+    RecordFold,
     Refuse,
     Reply,
     Result,
     Running,
     Spawn,
     Spawned,
+    Summarize,
+    Summary,
     ToolResult,
     TurnState,
     Wait,
@@ -37,7 +42,17 @@ from schemas.harness import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import Policy, grants, narrowed
 from schemas.wake import ChildFinished
-from services.harness.builtins import BUILTIN_DEFINITIONS, SPAWN, WAIT
+from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
+from services.harness.context import (
+    Budget,
+    Estimate,
+    Layers,
+    assemble,
+    layers_of,
+    observed,
+    summary_chars,
+)
+from services.harness.folding import extractive, folded, plan_fold, summary_request, usable
 
 Turn = Generator[Command, Result, TurnState]
 
@@ -46,10 +61,19 @@ Turn = Generator[Command, Result, TurnState]
 class TurnInput:
     address: str
     turn: TurnState
-    history: tuple[ChatMessage, ...]
-    """Messages of earlier turns, oldest first."""
+    recent: tuple[Segment, ...]
+    """The history segments not folded yet (`context.folded` on), oldest first."""
     tools: tuple[ToolDefinition, ...]
     """Definitions of the granted tools the registry knows (built-ins are added here)."""
+    context: ContextState = field(default_factory=ContextState)
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the prompt shows of the history, as the turn's folds change it."""
+
+    state: ContextState
+    recent: tuple[Segment, ...]
 
 
 def run_turn(given: TurnInput) -> Turn:
@@ -75,6 +99,7 @@ def run_turn(given: TurnInput) -> Turn:
 
 
 def _rounds(given: TurnInput, turn: TurnState) -> Turn:
+    view = _View(given.context, given.recent)
     while True:
         if turn.round >= turn.spec.limits.max_rounds:
             yield Fail(
@@ -83,8 +108,11 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             )
             return turn
         turn = msgspec.structs.replace(turn, round=turn.round + 1)
-        reply = yield CallModel(_model_request(given, turn))
+        view = yield from _fold(given, turn, view)
+        command = _model_call(given, turn, view)
+        reply = yield command
         assert isinstance(reply, ModelReply)
+        view = _View(observed(view.state, command.request, reply), view.recent)
         turn = _append(turn, reply.message)
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
@@ -176,6 +204,10 @@ def _run_calls(
                 turn = _append(turn, _tool_message(call, "There are no helpers to wait for."))
         elif call.name == SPAWN:
             turn = yield from _spawn(given, turn, call, index)
+        elif call.name == RECALL:
+            result = yield Recall(call, turn.number, turn.messages)
+            assert isinstance(result, ToolResult)
+            turn = _append(turn, _tool_message(call, result.content))
         else:
             result = yield CallTool(call, _idempotency_key(given.address, turn, call))
             assert isinstance(result, ToolResult)
@@ -227,29 +259,90 @@ def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
     }
     if turn.spec.can_spawn:
         shown.update(dict.fromkeys((SPAWN, WAIT), "allow"))
+    if grants(turn.spec).get(RECALL) != "deny":
+        shown[RECALL] = "allow"
     return shown
 
 
-def _definitions(given: TurnInput, turn: TurnState) -> tuple[ToolDefinition, ...]:
+def _definitions(given: TurnInput, turn: TurnState, *, recall: bool) -> tuple[ToolDefinition, ...]:
+    """The tools shown to the model. `recall` is shown once something was folded or cut
+    (before that there is nothing to read back), so plain chats stay without tools."""
     shown = _policies(given, turn)
+    if not recall:
+        shown.pop(RECALL, None)
     tools = [tool for tool in (*given.tools, *BUILTIN_DEFINITIONS) if tool.name in shown]
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 
-def _model_request(given: TurnInput, turn: TurnState) -> ModelRequest:
+def _layers(given: TurnInput, turn: TurnState, view: _View, *, recall: bool) -> Layers:
     system = ChatMessage(role="system", content=turn.spec.instructions)
-    return ModelRequest(
+    tools = _definitions(given, turn, recall=recall)
+    return layers_of(
+        system,
+        tools=tools,
+        state=view.state,
+        recent=view.recent,
+        current=turn.messages,
+        turn=turn.number,
+    )
+
+
+def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, Result, _View]:
+    """Fold the oldest verbatim turns when the prompt would pass the fold threshold: a
+    summary step, or the extractive summary when it fails or writes nothing usable."""
+    budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
+    layers = _layers(given, turn, view, recall=True)
+    plan = plan_fold(layers, budget, estimate)
+    if plan is None:
+        return view
+    label = f"t{turn.number}/fold{view.state.folds + 1}"
+    request = summary_request(
+        given.address, turn.spec, plan, budget=budget, estimate=estimate, label=label
+    )
+    answer = yield Summarize(request)
+    assert isinstance(answer, Summary)
+    limit = summary_chars(budget, estimate)
+    text = usable(answer.reply, limit)
+    summary = text or extractive(plan.segments, limit)
+    state = folded(view.state, plan, summary, budget, estimate)
+    after = _View(state, view.recent[len(plan.segments) :])
+    tokens = estimate.tokens(_layers(given, turn, after, recall=True).chars())
+    reason = "" if text else answer.problem or "The summary step wrote nothing usable."
+    block = state.blocks[-1]
+    model = request.model if text else ""
+    yield RecordFold(block, state, plan.tokens_before, tokens, model, reason)
+    return after
+
+
+RECALLS_PER_TURN = 3
+"""After this many `recall` calls in a turn it is no longer shown: a small model shown it
+can call it round after round and never answer."""
+
+
+def _recalls(turn: TurnState) -> int:
+    return sum(1 for m in turn.messages for c in m.tool_calls if c.name == RECALL)
+
+
+def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
+    budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
+    room = _recalls(turn) < RECALLS_PER_TURN
+    layers = _layers(given, turn, view, recall=room and view.state.folds > 0)
+    messages, was_cut = assemble(layers, budget, estimate)
+    if room and was_cut and view.state.folds == 0:
+        layers = _layers(given, turn, view, recall=True)
+    request = ModelRequest(
         model=turn.spec.model,
         fallback=turn.spec.fallback,
         local_only=turn.spec.local_only,
-        messages=(system, *given.history, *turn.messages),
-        tools=_definitions(given, turn),
+        messages=messages,
+        tools=layers.tools,
         max_tokens=turn.spec.limits.max_tokens,
         call_key=f"{given.address}/t{turn.number}/r{turn.round}",
         agent=given.address,
         turn=turn.number,
         round=turn.round,
     )
+    return CallModel(request, layers.fingerprint, layers.folds_fingerprint)
 
 
 def _idempotency_key(address: str, turn: TurnState, call: ToolCall) -> str:

@@ -15,8 +15,10 @@ from services.tools.base import Tool, ToolContext, ToolError
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.effects import EffectLedger
 
-RESULT_LIMIT = 16_000
-"""Tool results are cut to about this many characters before the model sees them."""
+RESULT_LIMIT = 2_000_000
+"""Tool results are kept up to this many characters (cut with a marker beyond). What the
+model sees of one is cut further, to its share of the prompt (the context engine), and the
+rest is read back with `recall`."""
 
 UNKNOWN_OUTCOME = (
     "The process running this tool stopped before the tool finished, so it may or may not "

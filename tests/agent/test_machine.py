@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from schemas.chat import ChatMessage, ToolCall
+from schemas.context import Segment
 from schemas.events import (
     ApprovalAbandoned,
     ApprovalAnswered,
@@ -210,7 +211,9 @@ def test_a_turn_that_replied_ends_succeeded_and_is_remembered() -> None:
     )
     reaction = react(ME, running(), TurnRan(ran, ("succeeded", "a")))
     assert bodies(reaction) == [TurnEnded("succeeded", reply="a", usage=Usage(10, 5, 0))]
-    assert Remember(ran.messages) in reaction.effects
+    number = ran.number
+    assert Remember(0, Segment(number, ran.messages)) in reaction.effects
+    assert reaction.record.context.segments == 1  # the next segment goes to history.1
     assert reaction.record.turn is None
     assert reaction.record.last_outcome == "succeeded"
     assert reaction.reply == "a"
@@ -315,8 +318,10 @@ def test_a_late_report_is_recorded_and_kept_for_the_next_turn(phase: str) -> Non
     assert kinds(reaction) == ["Emit", "Remember"]
     remembered = reaction.effects[-1]
     assert isinstance(remembered, Remember)
-    assert "finished later" in remembered.messages[0].content
-    assert reaction.record == PHASES[phase]
+    assert "finished later" in remembered.segment.messages[0].content
+    assert remembered.index == PHASES[phase].context.segments
+    counted = msgspec.structs.replace(PHASES[phase].context, segments=remembered.index + 1)
+    assert reaction.record == msgspec.structs.replace(PHASES[phase], context=counted)
 
 
 # --- approvals -------------------------------------------------------------------------

@@ -86,6 +86,7 @@ def stack_settings(home: Path) -> Settings:
         home,
         tool_modules=("tests.fixtures.tools",),
         observer_modules=("tests.fixtures.observers",),
+        model_modules=("tests.fixtures.models",),
         model_context=2048,
     )
 

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from schemas.chat import ChatMessage, ToolDefinition
+from schemas.context import ContextState, Segment
 from schemas.harness import (
     AskApproval,
     AwaitingApproval,
@@ -34,7 +35,8 @@ TOOLS = (CALCULATOR.definition,)
 
 def start(text: str, spec: AgentSpec = SPEC, history: tuple[ChatMessage, ...] = ()) -> TurnInput:
     turn = TurnState(number=1, spec=spec, messages=(ChatMessage(role="user", content=text),))
-    return TurnInput("acme.bot", turn, history, TOOLS)
+    recent = (Segment(0, history),) if history else ()
+    return TurnInput("acme.bot", turn, recent, TOOLS, ContextState(segments=len(recent)))
 
 
 def run(given: TurnInput) -> Recording:

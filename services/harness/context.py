@@ -1,0 +1,252 @@
+"""The context engine's layered prompt, pure: what the model sees of a long history.
+
+- L0: the instructions and the granted tool definitions (sorted by name, canonical JSON),
+  byte-stable, with a fingerprint;
+- L1: fold summaries of older turns, one block per fold, appended after the earlier ones;
+- L2: recent turns verbatim (history segments not folded yet);
+- L3: the current turn.
+
+Tokens are estimated from characters, scaled by what the executor counted for the last
+prompt it saw (its own tokenizer, reported on every reply as `usage.prompt_tokens`), or
+one token per `CHARS_PER_TOKEN` characters before it has reported. Nothing here reads a
+clock, a dict's order or the process: the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from schemas.chat import ChatMessage, ToolDefinition
+from schemas.context import ContextState, FoldBlock, Segment
+from schemas.model import ModelReply, ModelRequest
+from schemas.spec import AgentSpec
+
+DEFAULT_WINDOW = 4096
+"""Tokens assumed for a model whose executor has not reported its window."""
+CHARS_PER_TOKEN = 3
+"""The estimate before any count: cautious for English with a BPE tokenizer (about 4)."""
+MARGIN = 1.1
+"""Estimates scaled from a count are raised by this much: new text may tokenize worse."""
+SUMMARY_SHARE = 0.1
+"""One fold summary may take this share of the window."""
+FOLDS_SHARE = 0.2
+"""The summary layer (L1) may take this share; the oldest blocks leave it first."""
+MESSAGE_SHARE = 0.25
+"""One message may take this share of the prompt's budget before it is cut."""
+MAX_SHOWN = 16_000
+"""Characters of one message shown at most, however large the window."""
+MIN_SHOWN = 200
+"""Characters of a cut message that are always shown."""
+FOLDS_HEADER = (
+    "Summaries of earlier turns of this conversation, oldest first. Their messages are "
+    "kept: call `recall` with a turn number to read them."
+)
+
+
+def canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def window_of(spec: AgentSpec, state: ContextState) -> int:
+    """The window the prompt and the reply share: the spec's, capped by the executor's."""
+    declared, reported = spec.limits.context_window, state.window
+    if declared and reported:
+        return min(declared, reported)
+    return declared or reported or DEFAULT_WINDOW
+
+
+def message_chars(message: ChatMessage) -> int:
+    calls = sum(len(canonical([c.name, c.arguments])) for c in message.tool_calls)
+    return len(message.content) + calls + 16
+
+
+def tools_text(tools: Sequence[ToolDefinition]) -> str:
+    return "\n".join(
+        canonical({"name": t.name, "description": t.description, "parameters": t.parameters})
+        for t in sorted(tools, key=lambda t: t.name)
+    )
+
+
+def request_chars(request: ModelRequest) -> int:
+    return sum(message_chars(m) for m in request.messages) + len(tools_text(request.tools))
+
+
+class Estimate:
+    """Characters to tokens for one agent's model, from its last count."""
+
+    def __init__(self, state: ContextState) -> None:
+        if state.prompt_tokens > 0 and state.prompt_chars > 0:
+            self._ratio = state.prompt_tokens / state.prompt_chars * MARGIN
+        else:
+            self._ratio = 1 / CHARS_PER_TOKEN
+
+    def tokens(self, chars: int) -> int:
+        return math.ceil(chars * self._ratio)
+
+    def chars(self, tokens: float) -> int:
+        return max(int(tokens / self._ratio), 1)
+
+
+def observed(state: ContextState, request: ModelRequest, reply: ModelReply) -> ContextState:
+    """The state after a model call: its window and its count of the prompt."""
+    return ContextState(
+        segments=state.segments,
+        folded=state.folded,
+        folds=state.folds,
+        blocks=state.blocks,
+        window=reply.window or state.window,
+        prompt_tokens=reply.usage.prompt_tokens or state.prompt_tokens,
+        prompt_chars=request_chars(request) if reply.usage.prompt_tokens else state.prompt_chars,
+    )
+
+
+def folds_message(blocks: Sequence[FoldBlock]) -> ChatMessage | None:
+    if not blocks:
+        return None
+    lines = [f"[turns {b.first_turn}-{b.last_turn}] {b.summary}" for b in blocks]
+    return ChatMessage(role="system", content="\n\n".join([FOLDS_HEADER, *lines]))
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The prompt's layers before cuts, with their fingerprints."""
+
+    system: ChatMessage
+    tools: tuple[ToolDefinition, ...]
+    folds: ChatMessage | None
+    recent: tuple[Segment, ...]
+    current: tuple[ChatMessage, ...]
+    turn: int
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self._l0())
+
+    @property
+    def folds_fingerprint(self) -> str:
+        folds = self.folds.content if self.folds is not None else ""
+        return fingerprint(self._l0() + "\n" + folds)
+
+    def _l0(self) -> str:
+        return canonical({"instructions": self.system.content, "tools": tools_text(self.tools)})
+
+    def chars(self) -> int:
+        fixed = message_chars(self.system) + len(tools_text(self.tools))
+        if self.folds is not None:
+            fixed += message_chars(self.folds)
+        shown = sum(message_chars(m) for s in self.recent for m in s.messages)
+        return fixed + shown + sum(message_chars(m) for m in self.current)
+
+
+@dataclass(frozen=True)
+class Budget:
+    window: int
+    prompt: int
+    """Tokens the prompt may use: the window less the reply's `max_tokens`."""
+    high: int
+    low: int
+
+    @classmethod
+    def of(cls, spec: AgentSpec, state: ContextState) -> Budget:
+        window = window_of(spec, state)
+        prompt = max(window - spec.limits.max_tokens, 1)
+        return cls(
+            window, prompt, int(prompt * spec.limits.fold_at), int(prompt * spec.limits.fold_to)
+        )
+
+
+def summary_chars(budget: Budget, estimate: Estimate) -> int:
+    return max(estimate.chars(budget.window * SUMMARY_SHARE), MIN_SHOWN)
+
+
+def kept_blocks(
+    blocks: Sequence[FoldBlock], budget: Budget, estimate: Estimate
+) -> tuple[FoldBlock, ...]:
+    """The newest blocks that fit the summary layer (at least the newest one)."""
+    room = estimate.chars(budget.window * FOLDS_SHARE)
+    kept: list[FoldBlock] = []
+    for block in reversed(blocks):
+        if kept and sum(len(b.summary) + 32 for b in kept) + len(block.summary) + 32 > room:
+            break
+        kept.append(block)
+    return tuple(reversed(kept))
+
+
+def layers_of(
+    system: ChatMessage,
+    *,
+    tools: tuple[ToolDefinition, ...],
+    state: ContextState,
+    recent: tuple[Segment, ...],
+    current: tuple[ChatMessage, ...],
+    turn: int,
+) -> Layers:
+    return Layers(system, tools, folds_message(state.blocks), recent, current, turn)
+
+
+def cut_marker(total: int, shown: int, turn: int, index: int) -> str:
+    return (
+        f"\n[cut: this message has {total} characters and only the first {shown} are shown; "
+        f"call recall with turn={turn}, message={index}, offset={shown} to read on]"
+    )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    turn: int
+    index: int
+    message: ChatMessage
+
+
+def _entries(layers: Layers) -> list[_Entry]:
+    entries: list[_Entry] = []
+    counts: dict[int, int] = {}
+    for segment in layers.recent:
+        for message in segment.messages:
+            index = counts.get(segment.turn, 0)
+            counts[segment.turn] = index + 1
+            entries.append(_Entry(segment.turn, index, message))
+    entries += [_Entry(layers.turn, i, m) for i, m in enumerate(layers.current)]
+    return entries
+
+
+def _cut(entry: _Entry, shown: int) -> ChatMessage:
+    content = entry.message.content
+    if len(content) <= shown:
+        return entry.message
+    marker = cut_marker(len(content), shown, entry.turn, entry.index)
+    return ChatMessage(
+        role=entry.message.role,
+        content=content[:shown] + marker,
+        tool_calls=entry.message.tool_calls,
+        tool_call_id=entry.message.tool_call_id,
+        name=entry.message.name,
+    )
+
+
+def assemble(
+    layers: Layers, budget: Budget, estimate: Estimate
+) -> tuple[tuple[ChatMessage, ...], bool]:
+    """The prompt's messages, L0 to L3, each message cut to its share of the budget, and
+    the largest cut further while the whole is over budget. True when any was cut."""
+    entries = _entries(layers)
+    cap = min(max(estimate.chars(budget.prompt * MESSAGE_SHARE), MIN_SHOWN), MAX_SHOWN)
+    shown = [min(len(e.message.content), cap) for e in entries]
+    fixed = layers.chars() - sum(len(e.message.content) for e in entries)
+    while estimate.tokens(fixed + sum(shown)) > budget.prompt:
+        largest = max(range(len(shown)), key=lambda i: (shown[i], -i), default=None)
+        if largest is None or shown[largest] <= MIN_SHOWN:
+            break
+        shown[largest] = max(shown[largest] // 2, MIN_SHOWN)
+    messages = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
+    head = [layers.system] if layers.folds is None else [layers.system, layers.folds]
+    was_cut = any(size < len(e.message.content) for e, size in zip(entries, shown, strict=True))
+    return (*head, *messages), was_cut
