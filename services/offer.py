@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 
+from schemas.workspace import WORKSPACE_TOOL_NAMES
 from services.executor.registry import default_models
 from services.settings import Settings
 from services.specs import Offer
@@ -12,7 +13,7 @@ from services.tools.builtin import BUILTIN_TOOLS
 
 
 def deployment_offer(settings: Settings) -> Offer:
-    tools = {tool.definition.name for tool in BUILTIN_TOOLS}
+    tools = {tool.definition.name for tool in BUILTIN_TOOLS} | set(WORKSPACE_TOOL_NAMES)
     for name in settings.tool_modules:
         tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
     models = default_models(settings, settings.model_modules).names()
