@@ -77,7 +77,8 @@ def test_status_reports_each_plane_where_it_runs(
         for line in lines
     ), lines
     assert any(
-        line.split()[:2] == ["deployment", "up"] and f"{execution_url} (Model)" in line
+        line.split()[:2] == ["deployment", "up"]
+        and f"{execution_url} (Effects, Model, Workspace)" in line
         for line in lines
     ), lines
     assert [line.split()[:2] for line in lines if "gateway" in line] == [["gateway", "down"]]

@@ -17,7 +17,7 @@ import pytest
 from schemas.events import Event, ModelFallback, ModelMessage, TurnEnded
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message
-from services.ingress import Ingress
+from services.ingress import Ingress, IngressError
 from services.settings import Settings
 from services.stack import Stack, isolated_settings
 from services.stack.process import free_port
@@ -162,8 +162,9 @@ def test_a_turn_on_the_server_streams_live_text_before_the_recorded_message(
     assert message.model == "remote"
     assert message.text
     assert "".join(deltas).strip() == message.text
-    # llama-cpp-python's server sends no usage when it streams: the chunks are counted.
-    assert message.usage.completion_tokens == len(deltas)
+    # llama-cpp-python's server sends no usage when it streams: the chunks are counted,
+    # and a live push carries one chunk or more.
+    assert message.usage.completion_tokens >= len(deltas)
     assert message.timing.first_token_seconds > 0
     assert remote.ended(address).outcome == "succeeded"
 
@@ -259,10 +260,10 @@ def test_stop_during_a_remote_generation_closes_the_stream(remote: RemoteStack) 
 
 
 def test_bad_configuration_fails_the_turn_with_a_sentence(remote: RemoteStack) -> None:
-    remote.send("acme.unknown-model", "Hi", spec("unknown", "nope"))
-    unknown = remote.ended("acme.unknown-model", timeout=60)
-    assert unknown.outcome == "failed"
-    assert "There is no model named 'nope'; known models:" in unknown.reason
+    with pytest.raises(IngressError) as refused:
+        remote.ingress.wake("acme.unknown-model", Message("Hi", spec=spec("unknown", "nope")))
+    assert refused.value.status == 422
+    assert "this deployment has no model 'nope'" in refused.value.message
 
     remote.send("acme.unreachable", "Hi", spec("unreachable", "dead"))
     unreachable = remote.ended("acme.unreachable", timeout=60)
@@ -276,7 +277,7 @@ def test_the_api_key_is_in_no_journal_event_log_or_error(remote: RemoteStack) ->
     assert remote.ended(address).outcome == "succeeded"
 
     journal = _sql(remote.settings, "SELECT * FROM sys_journal")
-    assert "generate remote" in journal, "the journal was read"
+    assert "model remote r1" in journal, "the journal was read"
     assert API_KEY not in journal
     assert API_KEY not in _sql(remote.settings, "SELECT * FROM state")
     auth = {"Authorization": f"Bearer {remote.key}"}
