@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from schemas.catalog import RebuildReport
-from schemas.events import TimelineQuery
+from schemas.events import Event, TimelineQuery
 from services.contracts import AGENT, KEYS, SPECS, STATUS, TENANT, TIMELINE, Empty
 from services.ingress import AsyncIngress
 from services.projection.catalog import Decided
@@ -51,19 +51,19 @@ async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: s
     """The agent's timeline, page by page, then its status as the agent decides it (from
     its turn's phase), as the agent's own batches carry it."""
     after = copied = 0
+    last: tuple[Event, ...] = ()
     while True:
         page = await ingress.call(TIMELINE, TimelineQuery(after_seq=after, limit=PAGE), agent)
         if page.events:
             await store.record_events(page.events)
             copied += len(page.events)
-            after = page.events[-1].seq
+            after, last = page.events[-1].seq, page.events[-1:]
         if not page.events or after >= page.last_seq:
             break
-    if copied:
+    if last:
         status = await ingress.call(STATUS, Empty(), agent)
         if status.state != "running" and status.last_seq == after:
-            last = await ingress.call(TIMELINE, TimelineQuery(after_seq=after - 1, limit=1), agent)
-            await store.record(last.events, statuses={agent: Decided(status.state, after)})
+            await store.record(last, statuses={agent: Decided(status.state, after)})
     return copied
 
 
