@@ -15,10 +15,11 @@ clock, a dict's order or the process: the same inputs give the same bytes.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from schemas.chat import ChatMessage, ToolDefinition
 from schemas.context import ContextState, FoldBlock, Segment
@@ -47,8 +48,12 @@ FOLDS_HEADER = (
 )
 
 
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
 def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON with sorted keys: the same value always gives the same text."""
+    return _CANONICAL.encode(value).decode()
 
 
 def fingerprint(text: str) -> str:
