@@ -3,9 +3,11 @@
 Each gateway has its own queue and sender task: the writer only merges agents' newest
 seqs into every queue (no I/O, no await), and a sender posts what piled up while its
 previous post was in flight, in one request. A slow or unreachable gateway delays only
-its own notices, and only by `timeout`; it never fails or slows a write. A notice is a
-hint (the gateway reads the events from the projection), so one that is lost costs that
-gateway's followers its slow poll interval, never an event.
+its own notices, and only by `timeout`; it never fails or slows a write. A gateway that
+does not answer is tried again at most every `RETRY_AFTER` seconds, with the notices
+that piled up meanwhile. A notice is a hint (the gateway reads the events from the
+projection), so one that is lost costs that gateway's followers its slow poll interval,
+never an event.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from schemas.projected import Projected, ProjectedBatch
 NOTIFY_PATH = "/internal/projected"
 TOKEN_HEADER = "x-teaspill-notify-token"  # noqa: S105 - a header name, not a secret
 TIMEOUT = 1.0
+RETRY_AFTER = 1.0
 log = logging.getLogger(__name__)
 
 
@@ -33,10 +36,13 @@ class Notifier:
         token: str,
         client: httpx.AsyncClient,
         timeout: float = TIMEOUT,
+        retry_after: float = RETRY_AFTER,
     ) -> None:
         for url in urls:
             httpx.URL(url)  # a bad URL fails at start, not in a sender task
-        self._gateways = [_Gateway(url.rstrip("/"), token, client, timeout) for url in urls]
+        self._gateways = [
+            _Gateway(url.rstrip("/"), token, client, timeout, retry_after) for url in urls
+        ]
 
     def tell(self, seqs: Mapping[str, int]) -> None:
         """Queue `seqs` (agent -> newest projected seq) for every gateway; returns at once."""
@@ -49,11 +55,14 @@ class Notifier:
 
 
 class _Gateway:
-    def __init__(self, url: str, token: str, client: httpx.AsyncClient, timeout: float) -> None:
+    def __init__(
+        self, url: str, token: str, client: httpx.AsyncClient, timeout: float, retry_after: float
+    ) -> None:
         self.url = url
         self._token = token
         self._client = client
         self._timeout = timeout
+        self._retry_after = retry_after
         self._pending: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -79,6 +88,8 @@ class _Gateway:
             batch, self._pending = self._pending, {}
             if batch:
                 await self._post(batch)
+            if self._failing:
+                await asyncio.sleep(self._retry_after)
 
     async def _post(self, seqs: Mapping[str, int]) -> None:
         body = ProjectedBatch(tuple(Projected(a, s) for a, s in sorted(seqs.items())))

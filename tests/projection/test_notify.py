@@ -29,6 +29,9 @@ class Gateways:
     `stuck` answers only once `release` is set."""
 
     def __init__(self) -> None:
+        self.attempts: dict[str, int] = {}
+        self.refusing = True
+        """Whether `flaky` refuses connections."""
         self.received: dict[str, list[ProjectedBatch]] = {}
         self.tokens: list[str | None] = []
         self.release = asyncio.Event()
@@ -36,7 +39,8 @@ class Gateways:
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
-        if host == "down":
+        self.attempts[host] = self.attempts.get(host, 0) + 1
+        if host == "down" or (host == "flaky" and self.refusing):
             raise httpx.ConnectError("connection refused", request=request)
         if host == "stuck":
             await self.release.wait()
@@ -102,6 +106,25 @@ async def test_a_gateway_that_does_not_answer_in_time_is_given_up_on(tmp_path: P
         await gateways.until(lambda: len(gateways.received["a"]) == 2)
         await notifier.close()
     assert "stuck" not in gateways.received
+
+
+async def test_a_gateway_that_is_down_is_tried_again_later_with_what_piled_up() -> None:
+    gateways = Gateways()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(gateways)) as client:
+        notifier = Notifier(["http://flaky"], "secret", client, retry_after=0.3)
+        notifier.tell({"acme.x": 3})
+        await asyncio.sleep(0.05)
+        for seq in (6, 9):  # while it is down: no connection attempt per notice
+            notifier.tell({"acme.x": seq, "acme.y": seq})
+            await asyncio.sleep(0.05)
+        assert gateways.attempts == {"flaky": 1}
+        gateways.refusing = False
+        await gateways.until(lambda: "flaky" in gateways.received)
+        await notifier.close()
+    assert gateways.attempts == {"flaky": 2}
+    assert gateways.received["flaky"] == [
+        ProjectedBatch((Projected("acme.x", 9), Projected("acme.y", 9)))
+    ]
 
 
 async def test_a_bad_gateway_url_is_refused_at_start() -> None:
