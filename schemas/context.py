@@ -19,6 +19,14 @@ class Segment(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...]
 
 
+class Recent(msgspec.Struct, frozen=True):
+    """A copy of the segments the prompt shows verbatim (`history.{first}` on), kept in
+    one value so that a wake reads them together with its record."""
+
+    first: int
+    segments: tuple[Segment, ...]
+
+
 class FoldBlock(msgspec.Struct, frozen=True):
     """A summary of folded turns, shown to the model in place of their messages."""
 

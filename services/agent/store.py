@@ -3,6 +3,8 @@
 - `agent`: the `AgentRecord`, read once at the start of a wake and written once at its end;
 - `running`: the id of the invocation driving a turn right now, so a stop can cancel it;
 - `history.{n}`: segment n of the history (one finished turn's messages), written once;
+- `recent`: a copy of the segments not folded yet (what the prompt shows verbatim), read
+  with the record in one round trip and rewritten when a turn ends or a fold moves on;
 - `history`: the whole history as one value, as agents kept it before segments: read once
   by the first wake that finds it, written again as segment 0 and cleared;
 - `timeline.{n}`: chunk n of the timeline, written once by a flush and never again.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import restate
 
-from schemas.context import ContextState, Segment
+from schemas.context import ContextState, Recent, Segment
 from schemas.events import Event
 from schemas.state import AgentRecord, Chunk, History, TimelineMark
 from services.agent import legacy
@@ -23,6 +25,7 @@ from services.agent import legacy
 RECORD = "agent"
 RUNNING = "running"
 HISTORY = "history"
+RECENT = "recent"
 MAX_PAGE = 500
 
 Readable = restate.ObjectSharedContext | restate.ObjectContext
@@ -93,11 +96,18 @@ class Store(Reader):
         super().__init__(ctx)
         self._writer = ctx
         self._segments: dict[int, Segment] = {}
+        self._recent = range(0)
+        """The indices of the segments the `recent` key holds."""
         self._legacy: list[str] = []
 
     async def record(self) -> AgentRecord:
-        """The record; for an agent whose state predates it, built from the old keys."""
+        """The record, and the recent segments read with it (one round trip); for an agent
+        whose state predates the record, the record built from the old keys."""
+        recent = self._writer.get(RECENT, type_hint=Recent)
         record = await self._writer.get(RECORD, type_hint=AgentRecord)
+        if (kept := await recent) is not None:
+            self._recent = range(kept.first, kept.first + len(kept.segments))
+            self._segments.update(zip(self._recent, kept.segments, strict=True))
         if record is not None:
             return record
         keys = set(await self._writer.state_keys()) & set(legacy.KEYS)
@@ -135,9 +145,25 @@ class Store(Reader):
 
     async def recent(self, context: ContextState) -> tuple[Segment, ...]:
         """The segments not folded yet: what the prompt shows verbatim (bounded by the
-        fold threshold, so a wake never reads the whole history)."""
-        found = [await self.segment(i) for i in range(context.folded, context.segments)]
-        return tuple(s for s in found if s is not None)
+        fold threshold, so a wake never reads the whole history). Usually all came with
+        the record; any missing (an agent from before the `recent` key) are read at once."""
+        indices = range(context.folded, context.segments)
+        reads = {
+            i: self._writer.get(segment_key(i), type_hint=Segment)
+            for i in indices
+            if i not in self._segments
+        }
+        for index, read in reads.items():  # every read issued first: one round trip
+            if (found := await read) is not None:
+                self._segments[index] = found
+        return tuple(self._segments[i] for i in indices if i in self._segments)
+
+    async def keep_recent(self, context: ContextState) -> None:
+        """Rewrite the `recent` copy when the segments the prompt shows have changed."""
+        if range(context.folded, context.segments) != self._recent:
+            segments = await self.recent(context)
+            self._writer.set(RECENT, Recent(context.folded, segments))
+            self._recent = range(context.folded, context.segments)
 
     async def of_turn(self, turn: int, context: ContextState) -> list[Segment]:
         """The segments of one turn: a binary search on turn numbers (segments are written

@@ -64,7 +64,9 @@ class WakeDriver:
         self._running = False
 
     async def run(self, wake: Wake) -> WakeResult:
+        self._clock.start()
         self._loaded = await self._store.record()
+        await self._clock.read()
         record = await self._migrated(self._loaded)
         self._timeline = Timeline(
             self._ctx, self._store, self._address, record.timeline, self._observers
@@ -149,6 +151,7 @@ class WakeDriver:
         """Flush what is left of the timeline and write the record (if it changed): the
         wake's end. Returns the record as written."""
         await self._timeline.flush(state_of(record.turn), self._clock.read)
+        await self._store.keep_recent(record.context)
         if record.timeline != self._timeline.mark:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)
         if record != self._loaded:
