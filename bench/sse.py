@@ -39,6 +39,7 @@ from bench.rounds import reply_text as turn_reply
 from bench.stats import Spread, spread
 from bench.timeline import check_timeline, events_per_turn, read_timeline
 from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
+from schemas.spec import AgentSpec
 from services.contracts import ADD_KEY
 from services.executor.scripted import script
 from services.keys import new_key
@@ -50,6 +51,9 @@ PAGE_LIMIT = 500
 """The gateway's largest `limit` for a timeline page."""
 KEY_TIMEOUT = 60.0
 WIDE_ROUNDS = 11
+WIDE_WINDOW = 1_048_576
+"""Tokens the catch-up turns declare (the most a spec may): the `script` model reads
+every line of its script."""
 """Rounds per turn of the catch-up timeline: ten of many calls each, then the reply."""
 
 
@@ -289,6 +293,15 @@ def wide_script(turn: int, rounds: int, calls: int) -> str:
     return script(*[line] * (rounds - 1), {"reply": turn_reply(turn)})
 
 
+def wide_spec(rounds: int) -> AgentSpec:
+    """The bench spec with a window that shows a wide script whole: the context engine
+    cuts a message past a quarter of the prompt, and a cut script is no script."""
+    spec = bench_spec(rounds)
+    return msgspec.structs.replace(
+        spec, limits=msgspec.structs.replace(spec.limits, context_window=WIDE_WINDOW)
+    )
+
+
 def _build(target: Target, plan: SsePlan, address: str) -> tuple[Built, list[Event]]:
     """One agent's timeline of at least `plan.timeline` events, projected and checked.
 
@@ -301,7 +314,7 @@ def _build(target: Target, plan: SsePlan, address: str) -> tuple[Built, list[Eve
     with client(target) as ingress:
         for turn in range(1, turns + 1):
             text = wide_script(turn, rounds, plan.calls)
-            if ingress.message(address, text, bench_spec(rounds)).reply != turn_reply(turn):
+            if ingress.message(address, text, wide_spec(rounds)).reply != turn_reply(turn):
                 raise BenchError(f"{address} turn {turn} did not reply as its script says.")
     wait_projected(target.projection, {address: turns * per_turn}, PROJECTION_TIMEOUT)
     seconds = time.perf_counter() - started
