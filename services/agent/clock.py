@@ -2,13 +2,11 @@
 
 Time comes from the steps a wake journals anyway (each stamps its start and end inside
 the step, so a replay reads the same times back). The wake's own start time is Restate's
-clock, itself a journaled step: `start` issues it before the wake's first state read, so
-both are answered in one round trip.
+clock, itself a journaled step, which the driver awaits together with the wake's first
+state reads (one round trip for all of them).
 """
 
 from __future__ import annotations
-
-from collections.abc import Awaitable
 
 import restate
 
@@ -20,11 +18,6 @@ class Clock:
         """The earliest time the wake has seen."""
         self.now: float | None = None
         """The latest time the wake has seen."""
-        self._started: Awaitable[float] | None = None
-
-    def start(self) -> None:
-        """Issue the clock read now; `read` awaits it."""
-        self._started = self._ctx.time()
 
     def saw(self, *times: float) -> None:
         for at in times:
@@ -36,7 +29,6 @@ class Clock:
     async def read(self) -> float:
         """The latest known time, reading the clock only if no step gave one yet."""
         if self.now is None:
-            started, self._started = self._started, None
-            self.saw(await (started if started is not None else self._ctx.time()))
+            self.saw(await self._ctx.time())
         assert self.now is not None
         return self.now

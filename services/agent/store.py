@@ -15,6 +15,8 @@ chunks by reading on from the record's mark until a chunk is missing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import restate
 
 from schemas.context import ContextState, Recent, Segment
@@ -100,14 +102,17 @@ class Store(Reader):
         """The indices of the segments the `recent` key holds."""
         self._legacy: list[str] = []
 
-    async def record(self) -> AgentRecord:
-        """The record, and the recent segments read with it (one round trip); for an agent
-        whose state predates the record, the record built from the old keys."""
+    async def record(self, *alongside: restate.RestateDurableFuture[Any]) -> AgentRecord:
+        """The record, and the recent copy read with it; both reads and `alongside` are
+        awaited together: one round trip. For an agent whose state predates the record,
+        the record built from the old keys."""
         recent = self._writer.get(RECENT, type_hint=Recent)
-        record = await self._writer.get(RECORD, type_hint=AgentRecord)
+        loaded = self._writer.get(RECORD, type_hint=AgentRecord)
+        await restate.gather(*alongside, recent, loaded)  # type: ignore[arg-type]
         if (kept := await recent) is not None:
             self._recent = range(kept.first, kept.first + len(kept.segments))
             self._segments.update(zip(self._recent, kept.segments, strict=True))
+        record = await loaded
         if record is not None:
             return record
         keys = set(await self._writer.state_keys()) & set(legacy.KEYS)
@@ -159,11 +164,17 @@ class Store(Reader):
         return tuple(self._segments[i] for i in indices if i in self._segments)
 
     async def keep_recent(self, context: ContextState) -> None:
-        """Rewrite the `recent` copy when the segments the prompt shows have changed."""
-        if range(context.folded, context.segments) != self._recent:
-            segments = await self.recent(context)
+        """Rewrite the `recent` copy when the segments the prompt shows have changed (a
+        turn ended, a late report came, a fold moved on). A copy is only ever whole: if a
+        segment were missing, the copy is left as it was (readers then fill the gap from
+        the segments themselves)."""
+        wanted = range(context.folded, context.segments)
+        if wanted == self._recent:
+            return
+        segments = await self.recent(context)
+        if len(segments) == len(wanted):
             self._writer.set(RECENT, Recent(context.folded, segments))
-            self._recent = range(context.folded, context.segments)
+            self._recent = wanted
 
     async def of_turn(self, turn: int, context: ContextState) -> list[Segment]:
         """The segments of one turn: a binary search on turn numbers (segments are written

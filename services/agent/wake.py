@@ -1,8 +1,8 @@
 """The wake's driver: loads the record, feeds inputs to the machine, performs effects.
 
-Per wake: one read of the record, one write of it at the end, the history segments the
-prompt shows read only by a turn that runs, one segment written per turn that ends, and
-the timeline flushed as chunks.
+Per wake: the clock, the record and the recent copy of the verbatim history read in one
+round trip; the record written once at the end; one segment written per turn that ends
+(and the recent copy rewritten); the timeline flushed as chunks.
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ class WakeDriver:
         self._running = False
 
     async def run(self, wake: Wake) -> WakeResult:
-        self._clock.start()
-        self._loaded = await self._store.record()
-        await self._clock.read()
+        started = self._ctx.time()
+        self._loaded = await self._store.record(started)  # the clock is read with the record
+        self._clock.saw(await started)
         record = await self._migrated(self._loaded)
         self._timeline = Timeline(
             self._ctx, self._store, self._address, record.timeline, self._observers
