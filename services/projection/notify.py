@@ -4,8 +4,8 @@ Each gateway has its own queue and sender task: the writer only merges agents' n
 seqs into every queue (no I/O, no await), and a sender posts what piled up while its
 previous post was in flight, in one request. A slow or unreachable gateway delays only
 its own notices, and only by `timeout`; it never fails or slows a write. A gateway that
-does not answer is tried again at most every `RETRY_AFTER` seconds, with the notices
-that piled up meanwhile. A notice is a hint (the gateway reads the events from the
+does not answer is tried again `RETRY_AFTER` seconds later, with what it missed and
+what piled up meanwhile. A notice is a hint (the gateway reads the events from the
 projection), so one that is lost costs that gateway's followers its slow poll interval,
 never an event.
 """
@@ -88,7 +88,8 @@ class _Gateway:
             batch, self._pending = self._pending, {}
             if batch:
                 await self._post(batch)
-            if self._failing:
+            if self._failing:  # keep what it missed for the next try, a while from now
+                self.queue(batch)
                 await asyncio.sleep(self._retry_after)
 
     async def _post(self, seqs: Mapping[str, int]) -> None:
