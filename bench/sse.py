@@ -51,10 +51,10 @@ PAGE_LIMIT = 500
 """The gateway's largest `limit` for a timeline page."""
 KEY_TIMEOUT = 60.0
 WIDE_ROUNDS = 11
+"""Rounds per turn of the catch-up timeline: ten of many calls each, then the reply."""
 WIDE_WINDOW = 1_048_576
 """Tokens the catch-up turns declare (the most a spec may): the `script` model reads
 every line of its script."""
-"""Rounds per turn of the catch-up timeline: ten of many calls each, then the reply."""
 
 
 @dataclass(frozen=True)
