@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from schemas.catalog import PublishedSpec, SpecAnswer, SpecQuery
+from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery
 from schemas.events import Approvals, StopAnswer
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
@@ -75,6 +75,19 @@ class AsyncIngress:
         """The tenant object's own answer, for when the projection has not caught up."""
         raw = await self._post(f"/Tenant/{tenant}/spec", msgspec.json.encode(SpecQuery(kind)), None)
         return _decode(raw, SpecAnswer).spec
+
+    async def add_key(self, key: ApiKey) -> ApiKey:
+        raw = await self._post(f"/Tenant/{key.tenant}/add_key", msgspec.json.encode(key), None)
+        return _decode(raw, ApiKey)
+
+    async def keys(self, tenant: str) -> Keys:
+        return _decode(await self._post(f"/Tenant/{tenant}/keys", b"", None), Keys)
+
+    async def revoke_key(self, tenant: str, key_id: str) -> ApiKey:
+        raw = await self._post(
+            f"/Tenant/{tenant}/revoke_key", msgspec.json.encode(KeyRef(key_id)), None
+        )
+        return _decode(raw, ApiKey)
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""
