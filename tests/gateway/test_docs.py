@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
 from schemas.catalog import PublishedSpec, SpecVersions
@@ -24,7 +25,12 @@ from services.gateway.models import (
     ApprovalIn,
     ErrorOut,
     HealthDown,
+    KeyCreated,
+    KeyIn,
+    KeyOut,
+    KeysOut,
     LiveAccepted,
+    MeOut,
     MessageAccepted,
     MessageIn,
     StopOut,
@@ -50,6 +56,12 @@ def decode(example: dict[str, Any]) -> object:
     """The type an example is an instance of, by its shape."""
     raw = json.dumps(example).encode()
     shapes: list[tuple[str, Any]] = [
+        ("threadId", RunAgentInput),
+        ("info", KeyCreated),
+        ("keys", KeysOut),
+        ("key_id", MeOut),
+        ("revoked_at", KeyOut),
+        ("scope", KeyIn),
         ("parts", HealthDown),
         ("error", ErrorOut),
         ("events", TimelinePage),
@@ -88,3 +100,4 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
     assert {"HealthDown", "LiveAccepted"} <= decoded
     assert {"ApprovalIn", "ApprovalAccepted", "StopOut"} <= decoded
+    assert {"MeOut", "KeysOut", "KeyIn", "KeyCreated", "RunAgentInput"} <= decoded
