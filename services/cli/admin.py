@@ -1,18 +1,21 @@
-"""Operator commands: API keys, specs, the agent catalog, projections."""
+"""Operator commands: API keys, specs, the agent catalog, projections.
+
+Making a key and rebuilding the projections go to Restate ingress (the first key of a
+tenant cannot come from the gateway, which needs a key; the rebuild has no route); the
+rest goes through the gateway with the typed client.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
-from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, RebuildReport, Scope, SpecVersions
+from schemas.catalog import RebuildReport, Scope
+from services.client import Client, KeyInfo
 from services.ingress import Ingress
 from services.keys import new_key
-from services.projection.store import ProjectionStore
-from services.settings import Settings
 from services.specs import load_spec
 
 
@@ -23,34 +26,35 @@ def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
     print(plaintext)
 
 
-def keys_list(ingress: Ingress, tenant: str) -> None:
-    keys = msgspec.json.decode(ingress.call(f"/Tenant/{tenant}/keys"), type=Keys).keys
+def keys_list(client: Client, tenant: str) -> None:
+    keys = client.keys()
     if not keys:
         print(f"Tenant {tenant} has no keys.")
     for key in keys:
         print(_key_line(key))
 
 
-def keys_revoke(ingress: Ingress, tenant: str, key_id: str) -> None:
-    raw = ingress.call(f"/Tenant/{tenant}/revoke_key", msgspec.json.encode(KeyRef(key_id)))
-    print(f"Revoked: {_key_line(msgspec.json.decode(raw, type=ApiKey))}")
+def keys_revoke(client: Client, key_id: str) -> None:
+    print(f"Revoked: {_key_line(client.revoke_key(key_id))}")
 
 
-def _key_line(key: ApiKey) -> str:
-    revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
-    return f"{key.id}  {key.scope:5}  created {key.created_at:%Y-%m-%d %H:%M}  {revoked}"
+def _key_line(key: KeyInfo) -> str:
+    created = datetime.fromisoformat(key.created_at)
+    revoked = (
+        f"revoked {datetime.fromisoformat(key.revoked_at):%Y-%m-%d %H:%M}"
+        if key.revoked_at
+        else "active"
+    )
+    return f"{key.id}  {key.scope:5}  created {created:%Y-%m-%d %H:%M}  {revoked}"
 
 
-def specs_publish(ingress: Ingress, tenant: str, path: Path) -> None:
-    spec = load_spec(path)
-    raw = ingress.call(f"/Tenant/{tenant}/publish", msgspec.json.encode(spec))
-    published = msgspec.json.decode(raw, type=PublishedSpec)
+def specs_publish(client: Client, tenant: str, path: Path) -> None:
+    published = client.publish(load_spec(path))
     print(f"Published {published.spec.kind} version {published.spec.version} for {tenant}.")
 
 
-def specs_list(ingress: Ingress, tenant: str) -> None:
-    raw = ingress.call(f"/Tenant/{tenant}/specs")
-    versions = msgspec.json.decode(raw, type=SpecVersions).versions
+def specs_list(client: Client, tenant: str) -> None:
+    versions = client.specs()
     if not versions:
         print(f"Tenant {tenant} has published no specs.")
     for published in versions:
@@ -59,23 +63,16 @@ def specs_list(ingress: Ingress, tenant: str) -> None:
         print(f"{spec.kind:20} v{spec.version:<4} {spec.model:10} {when}")
 
 
-def agents_list(settings: Settings, tenant: str, kind: str | None, status: str | None) -> None:
-    async def read() -> None:
-        path = settings.home / "projection.db"
-        if not path.exists():
-            print("No agents yet: the projection is empty.")
-            return
-        async with await ProjectionStore.open(path, readonly=True) as store:
-            after = ""
-            while rows := await store.agents(tenant, kind=kind, status=status, after=after):
-                for row in rows:
-                    print(
-                        f"{row.address:40} {row.kind:16} {row.status:8} turn {row.turn:<4} "
-                        f"seq {row.last_seq:<6} {row.last_activity}"
-                    )
-                after = rows[-1].address
-
-    asyncio.run(read())
+def agents_list(client: Client, kind: str | None, status: str | None) -> None:
+    found = False
+    for row in client.agents(kind=kind, status=status):
+        found = True
+        print(
+            f"{row.address:40} {row.kind:16} {row.status:8} turn {row.turn:<4} "
+            f"seq {row.last_seq:<6} {row.last_activity}"
+        )
+    if not found:
+        print("No agents yet.")
 
 
 def projections_rebuild(ingress: Ingress) -> None:

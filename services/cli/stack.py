@@ -15,7 +15,7 @@ import httpx
 
 from schemas.spec import AgentSpec
 from services.cli import talk
-from services.ingress import Ingress
+from services.cli.gateway import Doors
 from services.settings import Settings
 from services.stack import Stack
 from services.stack.gateway import local_url
@@ -53,9 +53,11 @@ def up(settings: Settings, spec: AgentSpec, args: argparse.Namespace) -> int:
             print("The stack is up. Ctrl-C stops it.")
             signal.pause()
         else:
-            ingress = Ingress(settings.ingress_url)
-            talk.chat(ingress, args.agent, spec)
-            ingress.close()
+            doors = Doors(settings)
+            try:
+                talk.chat(doors.agent(args.agent), args.agent, spec)
+            finally:
+                doors.close()
     except KeyboardInterrupt:
         pass
     finally:
