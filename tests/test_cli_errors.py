@@ -14,6 +14,7 @@ import pytest
 from services.cli.errors import explain
 from services.cli.main import main, parser
 from services.cli.reference import _commands
+from services.client import ApiError
 from services.ingress import IngressError
 from services.settings import ConfigError, Settings, load_settings
 from services.stack import StackError, isolated_settings, settings_env
@@ -31,7 +32,6 @@ SAMPLES = {
 
 NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
-    "teaspill agents list": "reads the local projection file, which needs no running stack",
 }
 
 
@@ -155,6 +155,8 @@ def request(url: str = "http://127.0.0.1:9/x") -> httpx.Request:
         (httpx.RemoteProtocolError("closed", request=request()), "talking to", 1),
         (IngressError(404, "service 'Agent' not found"), "`teaspill up` registers it", 1),
         (IngressError(400, "bad address"), "refused: bad address (400).", 1),
+        (ApiError(404, "unknown agent acme.x."), "refused: unknown agent acme.x (404).", 1),
+        (ApiError(0, "the gateway at http://g does not answer"), "teaspill up --detach", 1),
         (ConfigError("TEASPILL_X=1 is not valid."), "TEASPILL_X=1 is not valid.", 2),
         (StackError("Port 1 is in use."), "Port 1 is in use.", 1),
         (msgspec.ValidationError("Expected `int`"), "another version?", 1),
