@@ -11,6 +11,8 @@ the AG-UI events to send, until the run is over:
   client answers with a `resume` entry in its next run;
 - `turn_ended`: `RUN_FINISHED` (succeeded: success, with the reply as the result; stopped
   or superseded: cancelled) or `RUN_ERROR` (failed, with the turn's sentence);
+- `approval_refused` of an answer this run sent (the agent found it answered already, or
+  its turn ended): `RUN_ERROR` with the agent's sentence;
 - a round whose live text was taken back (a retry) cannot be unsent: `retracted` tells
   the caller to send a `MESSAGES_SNAPSHOT` of the recorded history before the last event.
 """
@@ -45,6 +47,7 @@ from ag_ui.core import (
 from ag_ui.core.events import RunFinishedCancelledOutcome, RunFinishedInterruptOutcome
 
 from schemas.events import (
+    ApprovalRefused,
     ApprovalRequested,
     Event,
     ModelMessage,
@@ -93,6 +96,8 @@ class Run:
     open_text: dict[int, tuple[str, str]] = field(default_factory=dict)
     """Per round whose live text is being sent: its message id and the text sent."""
     attempts: int = 0
+    answering: tuple[str, ...] = ()
+    """The approval requests this run answers (a resumed run)."""
 
     def take(self, item: Item) -> list[BaseEvent]:
         if self.finished:
@@ -107,6 +112,9 @@ class Run:
 
     def _event(self, event: Event) -> list[BaseEvent]:
         body = event.body
+        if isinstance(body, ApprovalRefused) and body.request_id in self.answering:
+            message = body.message or f"the answer to {body.request_id} changed nothing"
+            return self._finish([RunErrorEvent(message=message, code="approval_refused")])
         if self.turn is None and isinstance(body, TurnStarted) and body.text == self.text:
             self.turn = event.turn
         if event.turn != self.turn:

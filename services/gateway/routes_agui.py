@@ -62,7 +62,8 @@ async def run_agent(
         await routes_timeline.known(rt, agent.address)
     start, turn = await _act(run, agent, rt, text, props.get("kind"))
     history = bool(props.get("history")) or not acting
-    translate = Run(agent.address, run.thread_id, run.run_id, text or "", turn)
+    answering = tuple(entry.interrupt_id for entry in run.resume or ())
+    translate = Run(agent.address, run.thread_id, run.run_id, text or "", turn, answering=answering)
     body = _stream(rt, agent, run, translate, start=start if acting else None, history=history)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from schemas.chat import ToolCall
 from schemas.events import (
+    ApprovalRefused,
     ApprovalRequested,
     Event,
     EventBody,
@@ -98,6 +99,18 @@ def test_an_approval_ends_the_run_with_an_interrupt() -> None:
     interrupt = events[0]["outcome"]["interrupts"][0]
     assert (interrupt["id"], interrupt["toolCallId"]) == ("t1r1-call_0", "t1r1-call_0")
     assert events[0]["outcome"]["type"] == "interrupt"
+
+
+def test_a_resumed_run_whose_answer_is_refused_ends_with_the_agents_sentence() -> None:
+    run = Run("acme.new", "acme.new", "r2", turn=1, answering=("t1r1-call_0",))
+    sentence = "Approval request 't1r1-call_0' was already answered; nothing was changed."
+    other = at(7, 1, ApprovalRefused("t1r1-call_9", "unknown_request", True, message="No."))
+    assert run.take(other) == []
+    refused = at(8, 1, ApprovalRefused("t1r1-call_0", "already_answered", True, message=sentence))
+    events = dumped(run.take(refused))
+    assert types(events) == ["RUN_ERROR"]
+    assert (events[0]["message"], events[0]["code"]) == (sentence, "approval_refused")
+    assert run.finished
 
 
 def test_a_failed_turn_is_a_run_error_and_a_stopped_one_cancelled() -> None:
