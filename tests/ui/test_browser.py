@@ -11,7 +11,8 @@ from itertools import count
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from schemas.events import ModelMessage, ToolFinished, TurnEnded
+from schemas.events import ContextFolded, Event, ModelMessage, StopRefused, ToolFinished, TurnEnded
+from services.client import until_turn_ends
 from services.executor.scripted import script
 from tests.ui.conftest import CHROMIUM, SHOTS, UiStack
 
@@ -177,10 +178,51 @@ def test_the_stop_button_stops_a_slow_turn(ui_stack: UiStack, watched: Watched) 
     watched.page.locator("#stop").click()
     expect(row(watched, "ended stopped")).to_be_visible(timeout=30_000)
     watched.shot("stopped")
+    watched.page.locator("#stop").click()  # nothing runs now: the agent says so
+    expect(row(watched, "stop ?refused")).to_be_visible()
     with ui_stack.client() as api:
-        ends = [e.body for e in api.events(address) if isinstance(e.body, TurnEnded)]
-    assert [e.outcome for e in ends] == ["stopped"]
+        events = list(api.events(address))
+    assert [e.body.outcome for e in events if isinstance(e.body, TurnEnded)] == ["stopped"]
+    assert [type(e.body) for e in events][-1] is StopRefused
     assert watched.errors == []
+
+
+def test_a_context_fold_shows_its_turns_and_its_summary(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    address = fresh("folds")
+    fold = _folded(ui_stack, address)
+    body = fold.body
+    assert isinstance(body, ContextFolded)
+    sign_in(watched, ui_stack)
+    open_agent(watched, ui_stack, address, seq=fold.seq)
+    shown = watched.page.locator(f'.row.target[data-seq="{fold.seq}"]')
+    many = body.last_turn > body.first_turn
+    turns = f"turns {body.first_turn}-{body.last_turn}" if many else f"turn {body.first_turn}"
+    expect(shown).to_contain_text("context folded")
+    expect(shown).to_contain_text(f"{turns} summarised")
+    expect(shown).to_contain_text(f"{body.tokens_before} → {body.tokens_after} prompt tokens")
+    shown.locator("summary").click()
+    expect(shown.locator("pre")).to_contain_text(body.summary.strip()[:40])
+    watched.shot("fold")
+    assert watched.errors == []
+
+
+def _folded(stack: UiStack, address: str) -> Event:
+    """Long scripted turns in a small window until the agent folds; the fold event."""
+    spec = {"kind": "long", "instructions": "Answer at length.", "model": "script",
+            "limits": {"context_window": 1500, "max_tokens": 64}}  # fmt: skip
+    with stack.client() as api:
+        api.publish(spec)
+        for turn in range(1, 13):
+            reply = f"Reply {turn}: " + " ".join(f"w{turn}x{i}" for i in range(80))
+            sent = api.send(address, script({"reply": reply}), kind="long")
+            for _ in until_turn_ends(api.follow(address, after=sent.after_seq)):
+                pass
+            folds = [e for e in api.events(address) if isinstance(e.body, ContextFolded)]
+            if folds:
+                return folds[0]
+    raise AssertionError("twelve long turns in a 1,500-token window never folded")
 
 
 def test_a_reload_mid_turn_shows_the_same_timeline_once(

@@ -142,7 +142,7 @@ export class AgentPage {
     if (!this.view.put(event)) return;
     const b = event.body;
     if (b.type === "approval_requested") this.requests.set(b.request_id, event.seq);
-    if (b.type === "approval_answered" || b.type === "approval_abandoned") {
+    if (["approval_answered", "approval_abandoned", "approval_refused"].includes(b.type)) {
       this.approvals.set(b.request_id, { settled: true });
       const asked = this.requests.get(b.request_id);
       if (asked) this.view.invalidate(asked);

@@ -67,8 +67,26 @@ const BODIES = {
     b.by ? ` by ${b.by}` : "", b.note ? `: “${b.note}”` : ""),
   approval_abandoned: (e, b) => h("div", { class: "warn" }, kind("approval"),
     `${b.request_id} abandoned: its outcome is unknown`),
+  approval_refused: (e, b) => h("div", { class: "warn" }, kind("approval"),
+    `${b.request_id}: the ${b.approve ? "approval" : "denial"} changed nothing`,
+    b.by ? ` (by ${b.by})` : "", `: ${b.message || b.reason.replace(/_/g, " ")}`),
+  stop_refused: (e, b) => h("div", { class: "warn" }, kind("stop"), `refused: ${b.message || "no turn was in progress"}`),
   turn_parked: (e, b) => h("div", { class: "warn" }, kind(`turn ${e.turn}`), `parked, still waiting for ${b.request_id}`),
+  model_fallback: (e, b) => h("div", { class: "warn" }, kind("fallback"),
+    `${b.model} failed (${oneLine(b.reason, 70)}); the round starts again on ${b.next}`),
+  context_folded: (e, b) => collapsible(
+    [kind("context folded"), turnsCovered(b),
+      h("span", { class: "usage" }, ` · ${b.tokens_before} → ${b.tokens_after} prompt tokens · ${b.extractive
+        ? `extractive summary${b.reason ? ` (${oneLine(b.reason, 50)})` : ""}` : `summary by ${b.model}`}`)],
+    b.summary),
+  artifact_written: (e, b) => h("div", {}, kind("wrote"), h("span", { class: "text" }, b.path),
+    h("span", { class: "usage" }, ` ${b.size} bytes · sha256 ${b.sha256.slice(0, 12)}…`)),
 };
+
+function turnsCovered(b) {
+  return b.first_turn === b.last_turn ? `turn ${b.first_turn} summarised`
+    : `turns ${b.first_turn}-${b.last_turn} summarised`;
+}
 
 function turnEnded(e, b, context) {
   const cls = b.outcome === "succeeded" ? "good" : b.outcome === "failed" ? "bad" : "warn";
