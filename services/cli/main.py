@@ -42,7 +42,10 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     send.add_argument("text", help="the message")
     first = send.add_mutually_exclusive_group()
     first.add_argument(
-        "--spec", type=Path, help="spec file to run with (an agent's first message needs one)"
+        "--spec",
+        type=Path,
+        help="spec file to run with, published as its kind's newest version unless it is "
+        "already (an agent's first message needs it or --kind)",
     )
     first.add_argument(
         "--kind", help="a published kind to run with (or --spec for an agent's first message)"
@@ -56,8 +59,9 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     chat.add_argument(
         "--spec",
         type=Path,
-        help="spec file to run with from now on; without it an existing agent keeps its spec "
-        "and a new one gets examples/assistant.toml",
+        help="spec file to run with from now on (published as its kind's newest version "
+        "unless it is already); without it an existing agent keeps its spec and a new one "
+        "gets examples/assistant.toml",
     )
     chat.set_defaults(run=_chat)
 
