@@ -204,8 +204,15 @@ def test_a_context_fold_shows_its_turns_and_its_summary(
     expect(shown).to_contain_text(f"{body.tokens_before} → {body.tokens_after} prompt tokens")
     shown.locator("summary").click()
     expect(shown.locator("pre")).to_contain_text(body.summary.strip()[:40])
+    watched.page.wait_for_function(BELOW, arg=[fold.seq, fold.seq + 1], timeout=60_000)
     watched.shot("fold")
     assert watched.errors == []
+
+
+BELOW = """([upper, lower]) => {
+  const [a, b] = [upper, lower].map((seq) => document.querySelector(`.row[data-seq="${seq}"]`));
+  return a && b && a.offsetTop + a.offsetHeight <= b.offsetTop + 1;
+}"""
 
 
 def _folded(stack: UiStack, address: str) -> Event:

@@ -25,6 +25,9 @@ export class TimelineView {
     this.target = 0;
     this.pending = false;
     this.follow = true;
+    // A row that opens or closes (a <details>) changes height: measure again. `toggle`
+    // does not bubble, so it is caught on its way down.
+    this.spacer.addEventListener("toggle", () => this.schedule(), true);
     scroller.addEventListener("scroll", () => {
       if (this.atBottom()) this.follow = true;
       this.schedule();
