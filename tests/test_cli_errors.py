@@ -74,6 +74,17 @@ def test_every_command_with_the_stack_down_says_so_in_a_sentence(
     assert ("is the stack running?" in err and "teaspill up" in err) or "nothing to stop" in err
 
 
+def test_a_malformed_address_is_one_sentence_before_anything_is_reached(
+    stack_down: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["send", "Bad Address!", "hi"]) == 2
+    out, err = capsys.readouterr()
+    assert err == (
+        "teaspill: agent address 'Bad Address!' needs a tenant and a name, as in 'acme.helper'.\n"
+    )
+    assert out == ""
+
+
 @pytest.mark.parametrize(
     "case",
     [

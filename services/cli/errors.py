@@ -15,6 +15,7 @@ from collections.abc import Callable
 import httpx
 import msgspec
 
+from schemas.address import InvalidAddressError
 from services.client import ApiError
 from services.ingress import IngressError
 from services.settings import ConfigError
@@ -120,6 +121,7 @@ def _os(error: Exception) -> tuple[str, int]:
 _SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]], ...] = (
     (ConfigError, lambda e: (str(e), 2)),
     (SpecError, lambda e: (str(e), 2)),
+    (InvalidAddressError, lambda e: (f"{str(e).rstrip('.')}.", 2)),
     (StackError, lambda e: (str(e), 1)),
     (IngressError, _refused),
     (ApiError, _gateway),
