@@ -123,9 +123,7 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     publish = specs.add_parser("publish", help="publish a spec file as a new version")
     publish.add_argument("tenant")
     publish.add_argument("file", type=Path)
-    publish.set_defaults(
-        run=lambda a, s, d: admin.specs_publish(d.tenant(a.tenant), a.tenant, spec_file(a.file, s))
-    )
+    publish.set_defaults(run=_publish)
     slist = specs.add_parser("list", help="a tenant's published specs")
     slist.add_argument("tenant")
     slist.set_defaults(run=lambda a, s, d: admin.specs_list(d.tenant(a.tenant), a.tenant))
@@ -186,6 +184,13 @@ def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
     client = doors.agent(args.address)
     show = args.timeline or args.follow
     return talk.send(client, args.address, args.text, spec=spec, kind=args.kind, show=show)
+
+
+def _publish(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
+    """The file is checked before anything is reached: a wrong spec is the user's to fix."""
+    spec = spec_file(args.file, settings)
+    admin.specs_publish(doors.tenant(args.tenant), args.tenant, spec)
+    return 0
 
 
 def _chat(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
