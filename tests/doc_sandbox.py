@@ -89,13 +89,11 @@ class Sandbox:
         return text
 
     def run_python(self, block: Block) -> Path:
-        """Write a `python` block to its file and run it; the file's path."""
-        first = block.text.splitlines()[0] if block.text.strip() else ""
-        named = re.fullmatch(r"#\s*(?P<name>[\w/]+\.py)\s*", first)
-        path = self.directory / (named.group("name") if named else f"example_{block.line}.py")
-        assert not path.exists(), f"{block.where}: {path.name} would overwrite a file"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(block.text)
+        """Write a `python` block to its file and run it (unless the page's `sh` blocks
+        run it, on the stack); the file's path."""
+        path = self.write_file(block)
+        if block.run_by_shell():
+            return path
         done = subprocess.run(
             [sys.executable, str(path)],
             cwd=self.directory,
@@ -106,6 +104,17 @@ class Sandbox:
             check=False,
         )
         assert done.returncode == 0, f"{block.where} exited {done.returncode}:\n{done.stderr}"
+        return path
+
+    def write_file(self, block: Block) -> Path:
+        """Write a `python` or `js` block to its file (a file a `sh` block runs gets the
+        sandbox's ports, as that block does); the file's path."""
+        suffix = ".mjs" if block.language == "js" else ".py"
+        name = block.file_name or f"example_{block.line}{suffix}"
+        path = self.directory / name
+        assert not path.exists(), f"{block.where}: {path.name} would overwrite a file"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.rewrite(block.text) if block.run_by_shell() else block.text)
         return path
 
     def close(self) -> None:

@@ -35,6 +35,12 @@ def test_the_harness_imports_only_schemas_and_itself() -> None:
     assert not {m for m in modules if m.startswith("restate")}
 
 
+def test_the_client_imports_only_schemas_and_itself() -> None:
+    """Users install it to talk to a gateway: it must not pull in the services."""
+    modules = imports_of("services/client")
+    assert {m for m in ours(modules) if not m.startswith(("schemas", "services.client"))} == set()
+
+
 @pytest.mark.parametrize("package", ["services/harness", "schemas", "services/tools"])
 def test_only_the_agent_and_executor_touch_the_restate_context(package: str) -> None:
     assert not {m for m in imports_of(package) if m.split(".")[0] == "restate"}

@@ -14,6 +14,7 @@ import pytest
 from services.cli.errors import explain
 from services.cli.main import main, parser
 from services.cli.reference import _commands
+from services.client import ApiError
 from services.ingress import IngressError
 from services.settings import ConfigError, Settings, load_settings
 from services.stack import StackError, isolated_settings, settings_env
@@ -31,7 +32,6 @@ SAMPLES = {
 
 NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
-    "teaspill agents list": "reads the local projection file, which needs no running stack",
 }
 
 
@@ -72,6 +72,17 @@ def test_every_command_with_the_stack_down_says_so_in_a_sentence(
     assert 1 <= len(lines) <= 2, err
     assert lines[0].startswith("teaspill: ")
     assert ("is the stack running?" in err and "teaspill up" in err) or "nothing to stop" in err
+
+
+def test_a_malformed_address_is_one_sentence_before_anything_is_reached(
+    stack_down: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["send", "Bad Address!", "hi"]) == 2
+    out, err = capsys.readouterr()
+    assert err == (
+        "teaspill: agent address 'Bad Address!' needs a tenant and a name, as in 'acme.helper'.\n"
+    )
+    assert out == ""
 
 
 @pytest.mark.parametrize(
@@ -155,6 +166,8 @@ def request(url: str = "http://127.0.0.1:9/x") -> httpx.Request:
         (httpx.RemoteProtocolError("closed", request=request()), "talking to", 1),
         (IngressError(404, "service 'Agent' not found"), "`teaspill up` registers it", 1),
         (IngressError(400, "bad address"), "refused: bad address (400).", 1),
+        (ApiError(404, "unknown agent acme.x."), "refused: unknown agent acme.x (404).", 1),
+        (ApiError(0, "the gateway at http://g does not answer"), "teaspill up --detach", 1),
         (ConfigError("TEASPILL_X=1 is not valid."), "TEASPILL_X=1 is not valid.", 2),
         (StackError("Port 1 is in use."), "Port 1 is in use.", 1),
         (msgspec.ValidationError("Expected `int`"), "another version?", 1),

@@ -83,6 +83,18 @@ def test_python_examples_run(block: Block, sandbox: Sandbox) -> None:
     assert checked.returncode == 0, f"{block.where}: {checked.stderr}"
 
 
+@pytest.mark.parametrize("block", by_language("js"), ids=ids(by_language("js")))
+def test_js_examples_are_named_run_by_their_page_and_parse(block: Block, tmp_path: Path) -> None:
+    assert block.file_name is not None, f"{block.where}: name the file (`// name.mjs`)"
+    assert block.run_by_shell(), f"{block.where}: no sh block of the page runs it"
+    path = tmp_path / block.file_name
+    path.write_text(block.text)
+    checked = subprocess.run(
+        ["node", "--check", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert checked.returncode == 0, f"{block.where}: {checked.stderr}"
+
+
 def shell_pages() -> list[Path]:
     return [p for p in pages() if any(b.runs and b.language == "sh" for b in blocks(p))]
 
@@ -91,11 +103,13 @@ def shell_pages() -> list[Path]:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("page", shell_pages(), ids=lambda p: p.name)
 def test_shell_examples_run_in_order(page: Path, sandbox: Sandbox) -> None:
-    """The page's python blocks are written first (its sh blocks may use them), then
-    each sh block runs against what the blocks before it started."""
+    """The page's python and js blocks are written first (its sh blocks may use them),
+    then each sh block runs against what the blocks before it started."""
     for block in blocks(page):
         if block.runs and block.language == "python":
             sandbox.run_python(block)
+        if block.runs and block.language == "js":
+            sandbox.write_file(block)
     for block in blocks(page):
         if block.runs and block.language == "sh":
             sandbox.run_shell(block)

@@ -1,26 +1,20 @@
-"""Operator commands: API keys, specs, the agent catalog, projections."""
+"""Operator commands: API keys, specs, the agent catalog, projections.
+
+Making a key and rebuilding the projections go to Restate ingress (the first key of a
+tenant cannot come from the gateway, which needs a key; the rebuild has no route); the
+rest goes through the gateway with the typed client.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
-from schemas.catalog import ApiKey, KeyRef, Scope
+from schemas.catalog import Scope
 from schemas.spec import AgentSpec
-from services.contracts import (
-    ADD_KEY,
-    KEYS,
-    PUBLISH,
-    REBUILD,
-    REBUILD_KEY,
-    REVOKE_KEY,
-    SPECS,
-    Empty,
-)
+from services.client import Client, KeyInfo
+from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty
 from services.ingress import Ingress
 from services.keys import new_key
-from services.projection.store import ProjectionStore
-from services.settings import Settings
 
 
 def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
@@ -30,30 +24,35 @@ def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
     print(plaintext)
 
 
-def keys_list(ingress: Ingress, tenant: str) -> None:
-    keys = ingress.call(KEYS, Empty(), tenant).keys
+def keys_list(client: Client, tenant: str) -> None:
+    keys = client.keys()
     if not keys:
         print(f"Tenant {tenant} has no keys.")
     for key in keys:
         print(_key_line(key))
 
 
-def keys_revoke(ingress: Ingress, tenant: str, key_id: str) -> None:
-    print(f"Revoked: {_key_line(ingress.call(REVOKE_KEY, KeyRef(key_id), tenant))}")
+def keys_revoke(client: Client, key_id: str) -> None:
+    print(f"Revoked: {_key_line(client.revoke_key(key_id))}")
 
 
-def _key_line(key: ApiKey) -> str:
-    revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
-    return f"{key.id}  {key.scope:5}  created {key.created_at:%Y-%m-%d %H:%M}  {revoked}"
+def _key_line(key: KeyInfo) -> str:
+    created = datetime.fromisoformat(key.created_at)
+    revoked = (
+        f"revoked {datetime.fromisoformat(key.revoked_at):%Y-%m-%d %H:%M}"
+        if key.revoked_at
+        else "active"
+    )
+    return f"{key.id}  {key.scope:5}  created {created:%Y-%m-%d %H:%M}  {revoked}"
 
 
-def specs_publish(ingress: Ingress, tenant: str, spec: AgentSpec) -> None:
-    published = ingress.call(PUBLISH, spec, tenant)
+def specs_publish(client: Client, tenant: str, spec: AgentSpec) -> None:
+    published = client.publish(spec)
     print(f"Published {published.spec.kind} version {published.spec.version} for {tenant}.")
 
 
-def specs_list(ingress: Ingress, tenant: str) -> None:
-    versions = ingress.call(SPECS, Empty(), tenant).versions
+def specs_list(client: Client, tenant: str) -> None:
+    versions = client.specs()
     if not versions:
         print(f"Tenant {tenant} has published no specs.")
     for published in versions:
@@ -62,23 +61,16 @@ def specs_list(ingress: Ingress, tenant: str) -> None:
         print(f"{spec.kind:20} v{spec.version:<4} {spec.model:10} {when}")
 
 
-def agents_list(settings: Settings, tenant: str, kind: str | None, status: str | None) -> None:
-    async def read() -> None:
-        path = settings.home / "projection.db"
-        if not path.exists():
-            print("No agents yet: the projection is empty.")
-            return
-        async with await ProjectionStore.open(path, readonly=True) as store:
-            after = ""
-            while rows := await store.agents(tenant, kind=kind, status=status, after=after):
-                for row in rows:
-                    print(
-                        f"{row.address:40} {row.kind:16} {row.status:8} turn {row.turn:<4} "
-                        f"seq {row.last_seq:<6} {row.last_activity}"
-                    )
-                after = rows[-1].address
-
-    asyncio.run(read())
+def agents_list(client: Client, kind: str | None, status: str | None) -> None:
+    found = False
+    for row in client.agents(kind=kind, status=status):
+        found = True
+        print(
+            f"{row.address:40} {row.kind:16} {row.status:8} turn {row.turn:<4} "
+            f"seq {row.last_seq:<6} {row.last_activity}"
+        )
+    if not found:
+        print("No agents yet.")
 
 
 def projections_rebuild(ingress: Ingress) -> None:

@@ -1,6 +1,7 @@
 """The one boundary where what a user can cause becomes a sentence: the stack is down, a
-part does not answer, a setting or a spec file is wrong, Restate refuses. Every command
-runs inside `guarded`, so no such condition reaches the terminal as a traceback.
+part does not answer, a setting or a spec file is wrong, Restate or the gateway refuses.
+Every command runs inside `guarded`, so no such condition reaches the terminal as a
+traceback.
 
 Each sentence says what is wrong and what to run; the exit code is 2 for input the user
 can fix (settings, arguments, spec files) and 1 for a stack that cannot do it.
@@ -14,6 +15,8 @@ from collections.abc import Callable
 import httpx
 import msgspec
 
+from schemas.address import InvalidAddressError
+from services.client import ApiError
 from services.ingress import IngressError
 from services.settings import ConfigError
 from services.specs import SpecError
@@ -89,6 +92,18 @@ def _refused(error: Exception) -> tuple[str, int]:
     return f"refused: {message} ({error.status}).", 1
 
 
+def _gateway(error: Exception) -> tuple[str, int]:
+    assert isinstance(error, ApiError)
+    message = error.message.strip().rstrip(".")
+    if error.status == 0:
+        return (
+            f"{message}: is the stack running? Start it with `teaspill up --detach`; "
+            f"{STATUS_HINT}.",
+            1,
+        )
+    return f"refused: {message} ({error.status}).", 1
+
+
 def _undecodable(error: Exception) -> tuple[str, int]:
     return (
         f"the stack answered something this CLI cannot read ({error}): is it running another "
@@ -106,8 +121,10 @@ def _os(error: Exception) -> tuple[str, int]:
 _SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]], ...] = (
     (ConfigError, lambda e: (str(e), 2)),
     (SpecError, lambda e: (str(e), 2)),
+    (InvalidAddressError, lambda e: (f"{str(e).rstrip('.')}.", 2)),
     (StackError, lambda e: (str(e), 1)),
     (IngressError, _refused),
+    (ApiError, _gateway),
     (httpx.ConnectError, _unreachable),
     (httpx.TimeoutException, _timeout),
     (httpx.TransportError, _transport),

@@ -8,10 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schemas.spec import AgentSpec
-from schemas.wake import Message
 from services.cli import admin, health, stack, talk
 from services.cli.errors import guarded
-from services.ingress import Ingress
+from services.cli.gateway import Doors
 from services.keys import SCOPES
 from services.offer import deployment_offer
 from services.settings import Settings, load_settings
@@ -19,7 +18,7 @@ from services.specs import load_spec
 
 EXAMPLE_AGENT = "local.assistant"
 
-Run = Callable[[argparse.Namespace, Settings, Ingress], int | None]
+Run = Callable[[argparse.Namespace, Settings, Doors], int | None]
 
 
 def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +42,10 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     send.add_argument("text", help="the message")
     first = send.add_mutually_exclusive_group()
     first.add_argument(
-        "--spec", type=Path, help="spec file to run with (an agent's first message needs one)"
+        "--spec",
+        type=Path,
+        help="spec file to run with, published as its kind's newest version unless it is "
+        "already (an agent's first message needs it or --kind)",
     )
     first.add_argument(
         "--kind", help="a published kind to run with (or --spec for an agent's first message)"
@@ -57,8 +59,9 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     chat.add_argument(
         "--spec",
         type=Path,
-        help="spec file to run with from now on; without it an existing agent keeps its spec "
-        "and a new one gets examples/assistant.toml",
+        help="spec file to run with from now on (published as its kind's newest version "
+        "unless it is already); without it an existing agent keeps its spec and a new one "
+        "gets examples/assistant.toml",
     )
     chat.set_defaults(run=_chat)
 
@@ -66,7 +69,9 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     tail.add_argument("address")
     tail.add_argument("--after", type=int, default=0, help="start after this seq")
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
-    tail.set_defaults(run=lambda a, s, i: talk.tail(i, a.address, a.after, follow=a.follow))
+    tail.set_defaults(
+        run=lambda a, s, d: talk.tail(d.agent(a.address), a.address, a.after, follow=a.follow)
+    )
 
     approve = verbs.add_parser(
         "approve",
@@ -80,7 +85,9 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     approve.add_argument("--deny", action="store_true", help="deny instead of approving")
     approve.add_argument("--note", default="", help="a note the model will read")
     approve.set_defaults(
-        run=lambda a, s, i: talk.approve(i, a.address, a.request_id, deny=a.deny, note=a.note)
+        run=lambda a, s, d: talk.approve(
+            d.agent(a.address), a.address, a.request_id, deny=a.deny, note=a.note
+        )
     )
 
     stop = verbs.add_parser(
@@ -91,7 +98,7 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "`teaspill tail` shows the ending, or stop_refused when no turn was in progress.",
     )
     stop.add_argument("address")
-    stop.set_defaults(run=lambda a, s, i: talk.stop(i, a.address))
+    stop.set_defaults(run=lambda a, s, d: talk.stop(d.agent(a.address), a.address))
 
 
 def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,14 +108,14 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument(
         "--scope", choices=SCOPES, default="read", help="what the key may do (default: read)"
     )
-    create.set_defaults(run=lambda a, s, i: admin.keys_create(i, a.tenant, a.scope))
+    create.set_defaults(run=lambda a, s, d: admin.keys_create(d.ingress, a.tenant, a.scope))
     listing = keys.add_parser("list", help="a tenant's keys")
     listing.add_argument("tenant")
-    listing.set_defaults(run=lambda a, s, i: admin.keys_list(i, a.tenant))
+    listing.set_defaults(run=lambda a, s, d: admin.keys_list(d.tenant(a.tenant), a.tenant))
     revoke = keys.add_parser("revoke", help="revoke a key for good")
     revoke.add_argument("tenant")
     revoke.add_argument("key_id")
-    revoke.set_defaults(run=lambda a, s, i: admin.keys_revoke(i, a.tenant, a.key_id))
+    revoke.set_defaults(run=lambda a, s, d: admin.keys_revoke(d.tenant(a.tenant), a.key_id))
 
     specs = verbs.add_parser("specs", help="agent specs").add_subparsers(
         required=True, metavar="VERB"
@@ -116,10 +123,10 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     publish = specs.add_parser("publish", help="publish a spec file as a new version")
     publish.add_argument("tenant")
     publish.add_argument("file", type=Path)
-    publish.set_defaults(run=lambda a, s, i: admin.specs_publish(i, a.tenant, spec_file(a.file, s)))
+    publish.set_defaults(run=_publish)
     slist = specs.add_parser("list", help="a tenant's published specs")
     slist.add_argument("tenant")
-    slist.set_defaults(run=lambda a, s, i: admin.specs_list(i, a.tenant))
+    slist.set_defaults(run=lambda a, s, d: admin.specs_list(d.tenant(a.tenant), a.tenant))
 
     agents = verbs.add_parser("agents", help="the agent catalog").add_subparsers(
         required=True, metavar="VERB"
@@ -128,16 +135,16 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     alist.add_argument("tenant")
     alist.add_argument("--kind")
     alist.add_argument("--status", choices=("idle", "running", "waiting", "parked"))
-    alist.set_defaults(run=lambda a, s, i: admin.agents_list(s, a.tenant, a.kind, a.status))
+    alist.set_defaults(run=lambda a, s, d: admin.agents_list(d.tenant(a.tenant), a.kind, a.status))
     show = agents.add_parser("show", help="one agent's status")
     show.add_argument("address")
-    show.set_defaults(run=lambda a, s, i: print(_status_text(i, a.address)))
+    show.set_defaults(run=lambda a, s, d: print(_status_text(d, a.address)))
 
     projections = verbs.add_parser("projections", help="the SQLite projections")
     rebuild = projections.add_subparsers(required=True, metavar="VERB").add_parser(
         "rebuild", help="rebuild them from the agents' timelines"
     )
-    rebuild.set_defaults(run=lambda a, s, i: admin.projections_rebuild(i))
+    rebuild.set_defaults(run=lambda a, s, d: admin.projections_rebuild(d.ingress))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -164,24 +171,31 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return stack.down(settings)
         case "status":
             return health.status(settings)
-    ingress = Ingress(settings.ingress_url)
+    doors = Doors(settings)
     try:
         run: Run = args.run
-        return run(args, settings, ingress) or 0
+        return run(args, settings, doors) or 0
     finally:
-        ingress.close()
+        doors.close()
 
 
-def _send(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
+def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
     spec = spec_file(args.spec, settings) if args.spec else None
-    message = Message(args.text, spec=spec, kind=args.kind)
-    if args.follow:
-        return talk.send_following(ingress, args.address, message)
-    return talk.send(ingress, args.address, message, show=args.timeline)
+    client = doors.agent(args.address)
+    show = args.timeline or args.follow
+    return talk.send(client, args.address, args.text, spec=spec, kind=args.kind, show=show)
 
 
-def _chat(args: argparse.Namespace, settings: Settings, ingress: Ingress) -> int:
-    talk.open_chat(ingress, args.address, spec_file(args.spec, settings) if args.spec else None)
+def _publish(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
+    """The file is checked before anything is reached: a wrong spec is the user's to fix."""
+    spec = spec_file(args.file, settings)
+    admin.specs_publish(doors.tenant(args.tenant), args.tenant, spec)
+    return 0
+
+
+def _chat(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
+    spec = spec_file(args.spec, settings) if args.spec else None
+    talk.open_chat(doors.agent(args.address), args.address, spec)
     return 0
 
 
@@ -190,8 +204,10 @@ def spec_file(path: Path, settings: Settings) -> AgentSpec:
     return load_spec(path, deployment_offer(settings))
 
 
-def _status_text(ingress: Ingress, address: str) -> str:
-    status = ingress.status(address)
+def _status_text(doors: Doors, address: str) -> str:
+    """From the agent itself (through ingress): the queue and token use are not in the
+    catalog the gateway serves."""
+    status = doors.ingress.status(address)
     return (
         f"{status.address}: {status.state}, turn {status.turn}, last seq {status.last_seq}, "
         f"last outcome {status.last_outcome or '-'}, {status.queued} queued, "

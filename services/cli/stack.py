@@ -13,8 +13,8 @@ from pathlib import Path
 
 from schemas.spec import AgentSpec
 from services.cli import talk
+from services.cli.gateway import Doors
 from services.config import check
-from services.ingress import Ingress
 from services.settings import Settings
 from services.stack import Stack, StackError
 
@@ -76,9 +76,7 @@ def up(settings: Settings, spec: AgentSpec | None, args: argparse.Namespace) -> 
             print("The stack is up. Ctrl-C stops it.")
             signal.pause()
         else:
-            ingress = Ingress(settings.ingress_url)
-            talk.open_chat(ingress, args.agent, spec)
-            ingress.close()
+            _chat(settings, args.agent, spec)
     except KeyboardInterrupt:
         pass
     finally:
@@ -98,12 +96,16 @@ def _already_up(
     )
     if args.detach or args.no_chat or not sys.stdin.isatty():
         return 0
-    ingress = Ingress(settings.ingress_url)
-    try:
-        talk.open_chat(ingress, args.agent, spec)
-    finally:
-        ingress.close()
+    _chat(settings, args.agent, spec)
     return 0
+
+
+def _chat(settings: Settings, address: str, spec: AgentSpec | None) -> None:
+    doors = Doors(settings)
+    try:
+        talk.open_chat(doors.agent(address), address, spec)
+    finally:
+        doors.close()
 
 
 def recorded(settings: Settings) -> dict[str, int] | None:

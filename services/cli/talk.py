@@ -1,18 +1,18 @@
-"""Talking to agents: one-shot sends, an interactive chat, reading timelines."""
+"""Talking to agents through the gateway: one-shot sends, an interactive chat, reading
+timelines, answering approvals, stopping."""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from schemas.events import Event, TurnEnded
+import msgspec
+
+from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted, Waiting
 from schemas.spec import AgentSpec
-from schemas.wake import Approval, Message, answer_key
 from services.cli.render import describe
-from services.contracts import APPROVALS, Empty
-from services.ingress import Ingress
+from services.client import ApiError, Client
 from services.specs import load_spec
 
 EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "assistant.toml"
@@ -23,49 +23,101 @@ def print_events(events: Iterable[Event]) -> None:
         print(describe(event))
 
 
-def send(ingress: Ingress, address: str, message: Message, *, show: bool) -> int:
-    """Send one message, wait for the wake to end, print the reply (and the turn's events)."""
-    before = ingress.status(address).last_seq
-    result = ingress.wake(address, message)
-    if show:
-        print_events(ingress.timeline(address, after_seq=before, limit=500).events)
-    if result.status.state in ("waiting", "parked"):
-        print(_waiting(ingress, address))
-    elif result.reply:
-        print(result.reply)
-    else:
-        return _explain_failure(ingress, address, before)
-    return 0
+def published_kind(client: Client, spec: AgentSpec) -> str:
+    """The spec's kind, published first unless its newest version is this very spec (the
+    gateway sends by kind: a spec file becomes the newest version of its kind)."""
+    versions = client.specs(spec.kind)
+    newest = versions[-1].spec if versions else None
+    if newest is None or msgspec.structs.replace(newest, version=0) != spec:
+        client.publish(spec)
+    return spec.kind
 
 
-def _waiting(ingress: Ingress, address: str) -> str:
-    pending = ingress.call(APPROVALS, Empty(), address)
-    if pending.pending:
-        return (
-            f"The turn waits for approval {pending.pending}: "
-            f"`teaspill approve {address} {pending.pending}` (or --deny)."
+def recorded(client: Client, address: str, after: int) -> Iterator[Event]:
+    """The timeline after `after`, then live; recorded events only."""
+    for item in client.follow(address, after=after):
+        if isinstance(item, Event):
+            yield item
+
+
+def watch(client: Client, address: str, after: int, text: str | None, *, show: bool) -> Event:
+    """Follow the turn that carries `text` (or the next turn's events) until it ends or waits
+    for someone; print its events with `show`. The event it stopped at."""
+    turn: int | None = None
+    for event in recorded(client, address, after):
+        if turn is None and (text is None or _starts(event, text)):
+            turn = event.turn
+        if show:
+            print_events((event,))
+        if event.turn == turn and _stops(event):
+            return event
+    raise AssertionError("a followed timeline never ends")
+
+
+def _starts(event: Event, text: str) -> bool:
+    return isinstance(event.body, TurnStarted) and event.body.text == text
+
+
+def _stops(event: Event) -> bool:
+    return isinstance(event.body, TurnEnded | ApprovalRequested | TurnParked | Waiting)
+
+
+def send(
+    client: Client,
+    address: str,
+    text: str,
+    *,
+    spec: AgentSpec | None = None,
+    kind: str | None = None,
+    show: bool,
+) -> int:
+    """Send one message, follow its turn until it ends (or waits), print the reply. A
+    `spec` is published as its kind's newest version first (unless it is already)."""
+    kind = published_kind(client, spec) if spec is not None else kind
+    sent = client.send(address, text, kind=kind)
+    last = watch(client, address, sent.after_seq, text, show=show)
+    return _outcome(address, last)
+
+
+def _outcome(address: str, last: Event) -> int:
+    body = last.body
+    if isinstance(body, ApprovalRequested | TurnParked):
+        print(
+            f"The turn waits for approval {body.request_id}: "
+            f"`teaspill approve {address} {body.request_id}` (or --deny)."
         )
-    return f"The turn waits for its helpers; follow it with `teaspill tail -f {address}`."
-
-
-def _explain_failure(ingress: Ingress, address: str, before: int) -> int:
-    events = ingress.timeline(address, after_seq=before, limit=500).events
-    endings = [e.body for e in events if isinstance(e.body, TurnEnded)]
-    reason = endings[-1].reason if endings else "the turn did not end"
-    print(f"The turn failed: {reason}", file=sys.stderr)
+        return 0
+    if isinstance(body, Waiting):
+        print(f"The turn waits for its helpers; follow it with `teaspill tail -f {address}`.")
+        return 0
+    assert isinstance(body, TurnEnded)
+    if body.outcome == "succeeded":
+        print(body.reply)
+        return 0
+    print(f"The turn ended {body.outcome}: {body.reason}", file=sys.stderr)
     return 1
 
 
-def open_chat(ingress: Ingress, address: str, spec: AgentSpec | None) -> None:
+def open_chat(client: Client, address: str, spec: AgentSpec | None) -> None:
     """Chat; a `spec` is the agent's from now on. Without one an existing agent keeps its
     own and a new agent gets the example spec, so a chat never changes a spec unasked."""
-    if spec is None and ingress.status(address).turn == 0:
+    if spec is None and not _exists(client, address):
         print(f"{address} is new: it runs {EXAMPLE_SPEC.name} (choose another with --spec).")
         spec = load_spec(EXAMPLE_SPEC)
-    chat(ingress, address, spec)
+    chat(client, address, spec)
 
 
-def chat(ingress: Ingress, address: str, spec: AgentSpec | None) -> None:
+def _exists(client: Client, address: str) -> bool:
+    try:
+        client.agent(address)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        return False
+    return True
+
+
+def chat(client: Client, address: str, spec: AgentSpec | None) -> None:
     """Read lines from the terminal and send each as a message, until end of input. A
     `spec` goes with the first message (the agent keeps it); None keeps the agent's own."""
     running = f"{spec.kind}, model {spec.model}" if spec else "its current spec"
@@ -78,64 +130,33 @@ def chat(ingress: Ingress, address: str, spec: AgentSpec | None) -> None:
             return
         if not text:
             continue
-        send(ingress, address, Message(text, spec=spec), show=True)
+        send(client, address, text, spec=spec, show=True)
         spec = None
 
 
-def events_after(
-    ingress: Ingress, address: str, after: int, *, follow: bool, poll: float = 0.2
-) -> Iterator[Event]:
-    """The timeline after `after`; with `follow`, then what lands, for as long as asked."""
-    while True:
-        page = ingress.timeline(address, after_seq=after, limit=500)
-        yield from page.events
-        if page.events:
-            after = page.events[-1].seq
-        elif not follow:
-            return
-        else:
-            time.sleep(poll)
-
-
-def tail(ingress: Ingress, address: str, after: int, *, follow: bool) -> None:
+def tail(client: Client, address: str, after: int, *, follow: bool) -> None:
     """Print the timeline after `after`; with `follow`, keep printing until Ctrl-C."""
     try:
-        print_events(events_after(ingress, address, after, follow=follow))
+        if follow:
+            print_events(recorded(client, address, after))
+        else:
+            print_events(client.events(address, after=after))
     except KeyboardInterrupt:
         print()
 
 
-def follow_turn(ingress: Ingress, address: str, after: int) -> TurnEnded:
-    """Print events as they land until a turn ends; return its ending."""
-    for event in events_after(ingress, address, after, follow=True):
-        print_events((event,))
-        if isinstance(event.body, TurnEnded):
-            return event.body
-    raise AssertionError("a followed timeline never ends")
-
-
-def send_following(ingress: Ingress, address: str, message: Message) -> int:
-    """Send one-way and print the turn live as it happens."""
-    before = ingress.status(address).last_seq
-    ingress.send_wake(address, message)
-    ended = follow_turn(ingress, address, before)
-    if ended.outcome == "succeeded":
-        print(ended.reply)
-        return 0
-    print(f"The turn ended {ended.outcome}: {ended.reason}", file=sys.stderr)
-    return 1
-
-
-def approve(ingress: Ingress, address: str, request_id: str, *, deny: bool, note: str) -> int:
-    answer = Approval(request_id, approve=not deny, note=note, by="cli")
-    ingress.send_wake(address, answer, answer_key(answer))
+def approve(client: Client, address: str, request_id: str, *, deny: bool, note: str) -> int:
+    """One-way: the gateway answers 202 once Restate holds the answer."""
+    answer = client.deny if deny else client.approve
+    answer(address, request_id, note)
     verdict = "denial" if deny else "approval"
     print(f"Accepted: Restate holds your {verdict} of {request_id}. {_APPLIED.format(address)}")
     return 0
 
 
-def stop(ingress: Ingress, address: str) -> int:
-    ingress.send_stop(address)
+def stop(client: Client, address: str) -> int:
+    """One-way: the gateway answers 202 once Restate holds the stop."""
+    client.stop(address)
     print(f"Accepted: Restate holds your stop. {_APPLIED.format(address)}")
     return 0
 

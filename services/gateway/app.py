@@ -17,13 +17,16 @@ from fastapi import FastAPI
 from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
 from services.gateway.catalog import Catalog
+from services.gateway.console import router as console
 from services.gateway.feeds import Hub
 from services.gateway.ingress import AsyncIngress
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
 from services.gateway.routes_agents import router as agents
+from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
+from services.gateway.routes_keys import router as keys
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
@@ -88,7 +91,8 @@ def create_app(
     )
     app.state.runtime = rt
     errors.install(app)
-    for router in (agents, control, timelines, artifacts, specs, operations):
+    routers = (agents, control, timelines, artifacts, specs, keys, agui, operations, console)
+    for router in routers:
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, catalog=catalog)

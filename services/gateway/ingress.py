@@ -12,10 +12,10 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from schemas.catalog import PublishedSpec, SpecQuery
+from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
-from services.contracts import LATEST_SPEC, PUBLISH, STOP, WAKE, Empty
+from services.contracts import ADD_KEY, KEYS, LATEST_SPEC, PUBLISH, REVOKE_KEY, STOP, WAKE, Empty
 from services.gateway.errors import ApiError
 from services.ingress import AsyncIngress as Client
 from services.ingress import IngressError
@@ -64,6 +64,15 @@ class AsyncIngress:
         """The tenant object's own answer, for when the projection has not caught up."""
         query = self._client.call(LATEST_SPEC, SpecQuery(kind), tenant, patience=QUICK)
         return (await _answer(query)).spec
+
+    async def add_key(self, key: ApiKey) -> ApiKey:
+        return await _answer(self._client.call(ADD_KEY, key, key.tenant))
+
+    async def keys(self, tenant: str) -> Keys:
+        return await _answer(self._client.call(KEYS, Empty(), tenant, patience=QUICK))
+
+    async def revoke_key(self, tenant: str, key_id: str) -> ApiKey:
+        return await _answer(self._client.call(REVOKE_KEY, KeyRef(key_id), tenant))
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

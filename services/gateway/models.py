@@ -90,6 +90,35 @@ class ProjectedAccepted(Strict):
     followed: int = Field(description="How many of them this gateway's followers follow.")
 
 
+class MeOut(Strict):
+    tenant: str
+    scope: Literal["read", "write", "admin"]
+    key_id: str
+
+
+class KeyIn(Strict):
+    scope: Literal["read", "write", "admin"] = Field(
+        default="read", description="read, write or admin (each allows what the one before does)."
+    )
+
+
+class KeyOut(Strict):
+    id: str
+    tenant: str
+    scope: Literal["read", "write", "admin"]
+    created_at: str
+    revoked_at: str | None = None
+
+
+class KeysOut(Strict):
+    keys: list[KeyOut]
+
+
+class KeyCreated(Strict):
+    key: str = Field(description="The key itself, `tsk_<id>_<secret>`: shown this once.")
+    info: KeyOut
+
+
 class ErrorDetail(Strict):
     status: int
     message: str = Field(description="One sentence: what was wrong and what is accepted.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from schemas.wake import Message
 from services.cli.main import main
 from services.executor.scripted import script
 from services.projection.store import AgentRow, ProjectionStore
-from services.stack import settings_env
+from services.stack import Gateway, settings_env
 from tests.durable.conftest import LiveStack, eventually
 
 pytestmark = pytest.mark.durable
@@ -32,8 +32,17 @@ ledger = "ask"
 """
 
 
+@pytest.fixture(scope="module")
+def gateway(stack: LiveStack) -> Iterator[Gateway]:
+    """The CLI reaches agents through the gateway."""
+    part = Gateway(stack.settings)
+    part.start()
+    yield part
+    part.stop()
+
+
 @pytest.fixture
-def cli(stack: LiveStack, monkeypatch: pytest.MonkeyPatch) -> Any:
+def cli(stack: LiveStack, gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Any:
     for name, value in settings_env(stack.settings).items():
         monkeypatch.setenv(name, value)
 
@@ -85,7 +94,7 @@ def test_specs_publish_send_by_kind_approve_tail_and_list(
 
     tail = eventually(finished, 30, "the approved turn to finish")
     assert f"asks approval {request} for ledger" in tail
-    assert f"{request} approved by cli" in tail
+    assert re.search(rf"{request} approved by [a-z0-9]{{12}}", tail), "by the CLI's key"
     assert "turn 1 succeeded" in tail
     eventually(lambda: _in_catalog(stack, address), 30, "the projector to catch up")
     _, agents = cli("agents", "list", "clitenant", capsys=capsys)

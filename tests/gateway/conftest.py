@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from fastapi import FastAPI
 
-from schemas.catalog import ApiKey, PublishedSpec, Scope, SpecAnswer
+from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
 from schemas.chat import ToolCall
 from schemas.events import (
     Event,
@@ -73,6 +73,7 @@ class FakeIngress:
     published: dict[tuple[str, str], list[AgentSpec]] = field(default_factory=dict)
     stops: list[tuple[str, str | None]] = field(default_factory=list)
     down: bool = False
+    keys: dict[str, list[ApiKey]] = field(default_factory=dict)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -95,6 +96,8 @@ class FakeIngress:
         return httpx.Response(200, json={"invocationId": f"inv_{len(self.sent)}"})
 
     def _tenant(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
+        if handler in ("add_key", "keys", "revoke_key"):
+            return self._keys(tenant, handler, body)
         if handler == "publish":
             spec = msgspec.json.decode(body, type=AgentSpec)
             versions = self.published.setdefault((tenant, spec.kind), [])
@@ -105,6 +108,20 @@ class FakeIngress:
         versions = self.published.get((tenant, kind), [])
         answer = SpecAnswer(versions[-1] if versions else None)
         return httpx.Response(200, content=msgspec.json.encode(answer))
+
+    def _keys(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
+        held = self.keys.setdefault(tenant, [])
+        if handler == "add_key":
+            held.append(msgspec.json.decode(body, type=ApiKey))
+            return httpx.Response(200, content=body)
+        if handler == "keys":
+            return httpx.Response(200, content=msgspec.json.encode(Keys(tuple(held))))
+        wanted = msgspec.json.decode(body, type=KeyRef).id
+        for index, key in enumerate(held):
+            if key.id == wanted:
+                held[index] = msgspec.structs.replace(key, revoked_at=T0)
+                return httpx.Response(200, content=msgspec.json.encode(held[index]))
+        return httpx.Response(404, json={"message": f"tenant {tenant} has no key {wanted!r}"})
 
 
 @dataclass

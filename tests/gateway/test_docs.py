@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
 from schemas.catalog import PublishedSpec, SpecVersions
@@ -25,7 +26,12 @@ from services.gateway.models import (
     ApprovalIn,
     ErrorOut,
     HealthDown,
+    KeyCreated,
+    KeyIn,
+    KeyOut,
+    KeysOut,
     LiveAccepted,
+    MeOut,
     MessageAccepted,
     MessageIn,
     ProjectedAccepted,
@@ -58,6 +64,12 @@ def decode(example: dict[str, Any]) -> object:
     ):
         return msgspec.json.decode(raw, type=ProjectedBatch)
     shapes: list[tuple[str, Any]] = [
+        ("threadId", RunAgentInput),
+        ("info", KeyCreated),
+        ("keys", KeysOut),
+        ("key_id", MeOut),
+        ("revoked_at", KeyOut),
+        ("scope", KeyIn),
         ("parts", HealthDown),
         ("error", ErrorOut),
         ("events", TimelinePage),
@@ -97,9 +109,10 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"MessageAccepted", "AgentOut", "PublishedSpec", "MessageIn", "AgentSpec"} <= decoded
     assert {"HealthDown", "LiveAccepted"} <= decoded
     assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded
+    assert {"MeOut", "KeysOut", "KeyIn", "KeyCreated", "RunAgentInput"} <= decoded
 
 
-REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec")
+REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec", "KeyIn", "RunAgentInput")
 """Bodies a client sends may leave out optional fields; answers show every field."""
 
 

@@ -1,0 +1,109 @@
+"""How the CLI reaches agents: through the gateway, with the typed client.
+
+The CLI is the operator's tool on a machine that reaches Restate ingress, so the first
+time it talks to a tenant it makes itself an admin key for it (as `keys create` does)
+and keeps it in `$TEASPILL_HOME/cli-keys.json`, readable by the user only. A key that
+stopped working (revoked) is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from schemas.address import parse_address
+from services.client import ApiError, Client
+from services.contracts import ADD_KEY
+from services.ingress import Ingress
+from services.keys import new_key
+from services.settings import Settings
+from services.stack.gateway import local_url
+
+KEYS_FILE = "cli-keys.json"
+KEY_WAIT = 30.0
+
+
+def tenant_of(address: str) -> str:
+    return parse_address(address).tenant
+
+
+def connect(settings: Settings, ingress: Ingress, tenant: str) -> Client:
+    """A client of the local gateway with the CLI's key for `tenant`."""
+    url = local_url(settings)
+    kept = _kept(settings).get(tenant)
+    if kept is not None:
+        client = Client(url, kept, timeout=600)
+        try:
+            client.me()
+        except ApiError as error:
+            client.close()
+            if error.status != 401:
+                raise
+        else:
+            return client
+    return _fresh(settings, ingress, tenant, url)
+
+
+def _fresh(settings: Settings, ingress: Ingress, tenant: str, url: str) -> Client:
+    plaintext, key = new_key(tenant, "admin", datetime.now(UTC))
+    ingress.call(ADD_KEY, key, tenant)
+    _keep(settings, tenant, plaintext)
+    client = Client(url, plaintext, timeout=600)
+    deadline = time.monotonic() + KEY_WAIT
+    while True:
+        try:
+            client.me()
+            return client
+        except ApiError as error:
+            # 401 until the projection has the new key; 0 or 503 while the gateway starts.
+            if error.status not in (0, 401, 503) or time.monotonic() > deadline:
+                client.close()
+                raise
+            time.sleep(0.2)
+
+
+def _path(settings: Settings) -> Path:
+    return settings.home / KEYS_FILE
+
+
+def _kept(settings: Settings) -> dict[str, str]:
+    try:
+        found = json.loads(_path(settings).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _keep(settings: Settings, tenant: str, key: str) -> None:
+    keys = {**_kept(settings), tenant: key}
+    path = _path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(keys, out)
+
+
+class Doors:
+    """What a command talks through: Restate ingress, and a gateway client per tenant
+    (made on first use). `close` closes them all."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ingress = Ingress(settings.ingress_url)
+        self._clients: dict[str, Client] = {}
+
+    def tenant(self, tenant: str) -> Client:
+        if tenant not in self._clients:
+            self._clients[tenant] = connect(self.settings, self.ingress, tenant)
+        return self._clients[tenant]
+
+    def agent(self, address: str) -> Client:
+        return self.tenant(tenant_of(address))
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self.ingress.close()

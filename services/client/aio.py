@@ -1,0 +1,192 @@
+"""The asyncio client: the same calls as `Client`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from schemas.catalog import PublishedSpec
+from schemas.events import Event, TimelinePage, TurnEnded
+from schemas.spec import AgentSpec
+from services.client import calls
+from services.client.errors import ApiError, from_response, unreachable
+from services.client.models import (
+    Accepted,
+    Agent,
+    AgentPage,
+    ApprovalAccepted,
+    Item,
+    KeyInfo,
+    Me,
+    NewKey,
+    StopAccepted,
+)
+from services.client.reconnect import Backoff
+from services.client.stream import Cursor, FrameParser, decode
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The teaspill HTTP API for one API key, for asyncio programs.
+
+        async with AsyncClient("http://127.0.0.1:8000", key) as client:
+            async for item in client.follow("acme.helper"):
+                ...
+
+    Every failure raises `ApiError` with the gateway's sentence and status.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, *exc: type[BaseException] | BaseException | TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _do(self, call: calls.Call[T]) -> T:
+        headers = {**call.headers, **({"content-type": "application/json"} if call.body else {})}
+        try:
+            response = await self._http.request(
+                call.method, call.path, params=call.params, content=call.body, headers=headers
+            )
+        except httpx.TransportError as error:
+            raise unreachable(self.url, error) from error
+        return call.decode(response.status_code, response.content)
+
+    async def send(
+        self,
+        address: str,
+        text: str,
+        *,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Accepted:
+        return await self._do(calls.send(address, text, kind, idempotency_key))
+
+    async def agent(self, address: str) -> Agent:
+        return await self._do(calls.agent(address))
+
+    async def agents_page(
+        self,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 50,
+    ) -> AgentPage:
+        return await self._do(calls.agents(kind, status, after, limit))
+
+    async def agents(
+        self, *, kind: str | None = None, status: str | None = None
+    ) -> AsyncIterator[Agent]:
+        after: str | None = ""
+        while after is not None:
+            page = await self.agents_page(kind=kind, status=status, after=after, limit=200)
+            for row in page.agents:
+                yield row
+            after = page.next
+
+    async def timeline(self, address: str, *, after: int = 0, limit: int = 100) -> TimelinePage:
+        return await self._do(calls.timeline(address, after, limit))
+
+    async def events(self, address: str, *, after: int = 0) -> AsyncIterator[Event]:
+        while True:
+            page = await self.timeline(address, after=after, limit=500)
+            for event in page.events:
+                yield event
+            if not page.events or page.events[-1].seq >= page.last_seq:
+                return
+            after = page.events[-1].seq
+
+    async def follow(
+        self, address: str, *, after: int = 0, retry_for: float = 60.0
+    ) -> AsyncIterator[Item]:
+        """As `Client.follow`: every recorded event once, live text, resumed by itself."""
+        cursor = Cursor(last=after)
+        backoff = Backoff(retry_for)
+        while True:
+            try:
+                async for item in self._stream(address, cursor, backoff):
+                    yield item
+            except ApiError as error:
+                if not error.retryable or backoff.exhausted():
+                    raise
+            await asyncio.sleep(backoff.next_delay())
+
+    async def _stream(self, address: str, cursor: Cursor, backoff: Backoff) -> AsyncIterator[Item]:
+        path = f"{calls.agent_path(address)}/events"
+        headers = {"Last-Event-ID": cursor.last_event_id, "Accept": "text/event-stream"}
+        try:
+            async with self._http.stream("GET", path, headers=headers, timeout=None) as response:
+                if response.status_code >= 400:
+                    raise from_response(response.status_code, await response.aread())
+                backoff.connected()
+                parser = FrameParser()
+                async for line in response.aiter_lines():
+                    frame = parser.line(line)
+                    item = decode(frame) if frame else None
+                    for admitted in cursor.admit(item) if item is not None else ():
+                        yield admitted
+        except httpx.TransportError as error:
+            raise unreachable(self.url, error) from error
+
+    async def approve(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
+        return await self._do(calls.answer(address, request_id, True, note))
+
+    async def deny(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
+        return await self._do(calls.answer(address, request_id, False, note))
+
+    async def stop(self, address: str) -> StopAccepted:
+        return await self._do(calls.stop(address))
+
+    async def specs(self, kind: str | None = None) -> tuple[PublishedSpec, ...]:
+        return (await self._do(calls.specs(kind))).versions
+
+    async def publish(self, spec: AgentSpec | Mapping[str, Any]) -> PublishedSpec:
+        """Publish a spec (an `AgentSpec`, or its JSON as a mapping): a new version."""
+        return await self._do(calls.publish(spec))
+
+    async def me(self) -> Me:
+        return await self._do(calls.me())
+
+    async def keys(self) -> tuple[KeyInfo, ...]:
+        return (await self._do(calls.keys())).keys
+
+    async def create_key(self, scope: str = "read") -> NewKey:
+        return await self._do(calls.create_key(scope))
+
+    async def revoke_key(self, key_id: str) -> KeyInfo:
+        return await self._do(calls.revoke_key(key_id))
+
+
+async def until_turn_ends(items: AsyncIterator[Item]) -> AsyncIterator[Item]:
+    """`items` up to and including the first `turn_ended` event."""
+    async for item in items:
+        yield item
+        if isinstance(item, Event) and isinstance(item.body, TurnEnded):
+            return

@@ -1,0 +1,114 @@
+"""Each request the client makes, described once as plain data (sans I/O), so the sync
+and the async client send exactly the same requests and decode the same answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.events import TimelinePage
+from schemas.spec import AgentSpec
+from services.client.errors import ApiError, from_response
+from services.client.models import (
+    Accepted,
+    AgentPage,
+    ApprovalAccepted,
+    KeyInfo,
+    KeyList,
+    Me,
+    NewKey,
+    StopAccepted,
+)
+from services.client.models import Agent as AgentRow
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    answer: type[T]
+    params: dict[str, str | int] = field(default_factory=dict)
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def decode(self, status: int, content: bytes) -> T:
+        if status >= 400:
+            raise from_response(status, content)
+        try:
+            return msgspec.json.decode(content, type=self.answer)
+        except msgspec.DecodeError as error:
+            raise ApiError(status, f"the gateway answered something unexpected: {error}") from error
+
+
+def agent_path(address: str) -> str:
+    return f"/v1/agents/{quote(address, safe='')}"
+
+
+def _json(value: Any) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def send(address: str, text: str, kind: str | None, idempotency_key: str | None) -> Call[Accepted]:
+    body: dict[str, str] = {"text": text} | ({"kind": kind} if kind else {})
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return Call(
+        "POST", f"{agent_path(address)}/messages", Accepted, body=_json(body), headers=headers
+    )
+
+
+def agent(address: str) -> Call[AgentRow]:
+    return Call("GET", agent_path(address), AgentRow)
+
+
+def agents(kind: str | None, status: str | None, after: str, limit: int) -> Call[AgentPage]:
+    params: dict[str, str | int] = {"after": after, "limit": limit}
+    params |= {"kind": kind} if kind else {}
+    params |= {"status": status} if status else {}
+    return Call("GET", "/v1/agents", AgentPage, params=params)
+
+
+def timeline(address: str, after: int, limit: int) -> Call[TimelinePage]:
+    params: dict[str, str | int] = {"after": after, "limit": limit}
+    return Call("GET", f"{agent_path(address)}/timeline", TimelinePage, params=params)
+
+
+def answer(address: str, request_id: str, approve: bool, note: str) -> Call[ApprovalAccepted]:
+    path = f"{agent_path(address)}/approvals/{quote(request_id, safe='')}"
+    return Call("POST", path, ApprovalAccepted, body=_json({"approve": approve, "note": note}))
+
+
+def stop(address: str) -> Call[StopAccepted]:
+    return Call("POST", f"{agent_path(address)}/stop", StopAccepted)
+
+
+def specs(kind: str | None) -> Call[SpecVersions]:
+    return Call("GET", "/v1/specs", SpecVersions, params={"kind": kind} if kind else {})
+
+
+def publish(spec: AgentSpec | Mapping[str, Any]) -> Call[PublishedSpec]:
+    raw = dict(spec) if isinstance(spec, Mapping) else msgspec.to_builtins(spec)
+    raw.pop("version", None)
+    return Call("POST", "/v1/specs", PublishedSpec, body=_json(raw))
+
+
+def me() -> Call[Me]:
+    return Call("GET", "/v1/me", Me)
+
+
+def keys() -> Call[KeyList]:
+    return Call("GET", "/v1/keys", KeyList)
+
+
+def create_key(scope: str) -> Call[NewKey]:
+    return Call("POST", "/v1/keys", NewKey, body=_json({"scope": scope}))
+
+
+def revoke_key(key_id: str) -> Call[KeyInfo]:
+    return Call("POST", f"/v1/keys/{quote(key_id, safe='')}/revoke", KeyInfo)

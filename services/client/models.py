@@ -1,0 +1,100 @@
+"""What the gateway answers, as typed values. Timeline events are `schemas.events.Event`,
+live text `schemas.live.LiveDelta`; the rest is declared here. Unknown fields are ignored,
+so a newer gateway that adds fields does not break an older client."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from schemas.catalog import Scope
+from schemas.events import Event
+from schemas.live import LiveDelta
+
+
+class Retract(msgspec.Struct, frozen=True):
+    """The live text shown for this round is taken back: the round streams again."""
+
+    agent: str
+    turn: int
+    round: int
+
+
+Item = Event | LiveDelta | Retract
+"""What `follow` yields: a recorded event, a piece of live text, or a retraction."""
+
+
+class Agent(msgspec.Struct, frozen=True):
+    address: str
+    kind: str
+    spec_version: int
+    status: Literal["idle", "running", "waiting", "parked"] | str
+    turn: int
+    last_seq: int
+    last_outcome: str | None
+    last_activity: str
+
+
+class AgentPage(msgspec.Struct, frozen=True):
+    agents: tuple[Agent, ...]
+    next: str | None = None
+
+
+class Accepted(msgspec.Struct, frozen=True):
+    """A message was taken: follow from `after_seq` to see what it does."""
+
+    address: str
+    after_seq: int
+    events_url: str
+    invocation_id: str = ""
+
+
+class ApprovalAccepted(msgspec.Struct, frozen=True):
+    """The answer is held (202): the agent applies it in its next wake. The timeline
+    after `after_seq` shows `approval_answered`, or `approval_refused` and why."""
+
+    address: str
+    request_id: str
+    approve: bool
+    after_seq: int
+    events_url: str
+    invocation_id: str = ""
+
+
+class StopAccepted(msgspec.Struct, frozen=True):
+    """The stop is held (202). The timeline after `after_seq` shows the turn ending
+    `stopped`, or `stop_refused` when no turn was in progress."""
+
+    address: str
+    message: str
+    after_seq: int
+    events_url: str
+    invocation_id: str = ""
+
+
+class Me(msgspec.Struct, frozen=True):
+    """Who the key is: its tenant and scope."""
+
+    tenant: str
+    scope: Scope
+    key_id: str
+
+
+class KeyInfo(msgspec.Struct, frozen=True):
+    id: str
+    tenant: str
+    scope: Scope
+    created_at: str
+    revoked_at: str | None = None
+
+
+class NewKey(msgspec.Struct, frozen=True):
+    """A key just made: `key` is its plaintext, shown this once."""
+
+    key: str
+    info: KeyInfo
+
+
+class KeyList(msgspec.Struct, frozen=True):
+    keys: tuple[KeyInfo, ...]

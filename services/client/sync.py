@@ -1,0 +1,192 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from schemas.catalog import PublishedSpec
+from schemas.events import Event, TimelinePage, TurnEnded
+from schemas.spec import AgentSpec
+from services.client import calls
+from services.client.errors import ApiError, from_response, unreachable
+from services.client.models import (
+    Accepted,
+    Agent,
+    AgentPage,
+    ApprovalAccepted,
+    Item,
+    KeyInfo,
+    Me,
+    NewKey,
+    StopAccepted,
+)
+from services.client.reconnect import Backoff
+from services.client.stream import Cursor, FrameParser, decode
+
+T = TypeVar("T")
+
+
+class Client:
+    """The teaspill HTTP API, for one API key.
+
+        with Client("http://127.0.0.1:8000", key) as client:
+            client.send("acme.helper", "hello", kind="assistant")
+
+    Every failure raises `ApiError` with the gateway's sentence and status.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def _do(self, call: calls.Call[T]) -> T:
+        headers = {**call.headers, **({"content-type": "application/json"} if call.body else {})}
+        try:
+            response = self._http.request(
+                call.method, call.path, params=call.params, content=call.body, headers=headers
+            )
+        except httpx.TransportError as error:
+            raise unreachable(self.url, error) from error
+        return call.decode(response.status_code, response.content)
+
+    def send(
+        self,
+        address: str,
+        text: str,
+        *,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Accepted:
+        """Send a message, one-way; `kind` creates the agent (or switches its kind)."""
+        return self._do(calls.send(address, text, kind, idempotency_key))
+
+    def agent(self, address: str) -> Agent:
+        return self._do(calls.agent(address))
+
+    def agents_page(
+        self,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 50,
+    ) -> AgentPage:
+        return self._do(calls.agents(kind, status, after, limit))
+
+    def agents(self, *, kind: str | None = None, status: str | None = None) -> Iterator[Agent]:
+        """Every agent of the key's tenant, page after page, ordered by address."""
+        after: str | None = ""
+        while after is not None:
+            page = self.agents_page(kind=kind, status=status, after=after, limit=200)
+            yield from page.agents
+            after = page.next
+
+    def timeline(self, address: str, *, after: int = 0, limit: int = 100) -> TimelinePage:
+        """One page of recorded events after seq `after`."""
+        return self._do(calls.timeline(address, after, limit))
+
+    def events(self, address: str, *, after: int = 0) -> Iterator[Event]:
+        """Every recorded event after `after`, page after page, without following."""
+        while True:
+            page = self.timeline(address, after=after, limit=500)
+            yield from page.events
+            if not page.events or page.events[-1].seq >= page.last_seq:
+                return
+            after = page.events[-1].seq
+
+    def follow(self, address: str, *, after: int = 0, retry_for: float = 60.0) -> Iterator[Item]:
+        """The timeline after `after`, then live: recorded events (each once, in seq
+        order), live text (`LiveDelta`) and `Retract`. A dropped connection is resumed
+        with `Last-Event-ID`; after `retry_for` seconds without a connection the last
+        error is raised. It never ends by itself: stop iterating when you have seen
+        enough (see `until_turn_ends`)."""
+        cursor = Cursor(last=after)
+        backoff = Backoff(retry_for)
+        while True:
+            try:
+                yield from self._stream(address, cursor, backoff)
+            except ApiError as error:
+                if not error.retryable or backoff.exhausted():
+                    raise
+            time.sleep(backoff.next_delay())
+
+    def _stream(self, address: str, cursor: Cursor, backoff: Backoff) -> Iterator[Item]:
+        path = f"{calls.agent_path(address)}/events"
+        headers = {"Last-Event-ID": cursor.last_event_id, "Accept": "text/event-stream"}
+        try:
+            with self._http.stream("GET", path, headers=headers, timeout=None) as response:
+                if response.status_code >= 400:
+                    raise from_response(response.status_code, response.read())
+                backoff.connected()
+                parser = FrameParser()
+                for line in response.iter_lines():
+                    frame = parser.line(line)
+                    item = decode(frame) if frame else None
+                    if item is not None:
+                        yield from cursor.admit(item)
+        except httpx.TransportError as error:
+            raise unreachable(self.url, error) from error
+
+    def approve(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
+        """One-way (202): the outcome lands on the timeline after `after_seq`."""
+        return self._do(calls.answer(address, request_id, True, note))
+
+    def deny(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
+        return self._do(calls.answer(address, request_id, False, note))
+
+    def stop(self, address: str) -> StopAccepted:
+        """One-way (202): the turn's end, or `stop_refused`, lands on the timeline."""
+        return self._do(calls.stop(address))
+
+    def specs(self, kind: str | None = None) -> tuple[PublishedSpec, ...]:
+        return self._do(calls.specs(kind)).versions
+
+    def publish(self, spec: AgentSpec | Mapping[str, Any]) -> PublishedSpec:
+        """Publish a spec (an `AgentSpec`, or its JSON as a mapping): a new version."""
+        return self._do(calls.publish(spec))
+
+    def me(self) -> Me:
+        return self._do(calls.me())
+
+    def keys(self) -> tuple[KeyInfo, ...]:
+        return self._do(calls.keys()).keys
+
+    def create_key(self, scope: str = "read") -> NewKey:
+        return self._do(calls.create_key(scope))
+
+    def revoke_key(self, key_id: str) -> KeyInfo:
+        return self._do(calls.revoke_key(key_id))
+
+
+def until_turn_ends(items: Iterator[Item]) -> Iterator[Item]:
+    """`items` up to and including the first `turn_ended` event."""
+    for item in items:
+        yield item
+        if isinstance(item, Event) and isinstance(item.body, TurnEnded):
+            return

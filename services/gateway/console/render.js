@@ -1,0 +1,128 @@
+// One timeline event as DOM, built with createElement and text nodes only, so text
+// from agents and tools can never become markup.
+
+export const RESULT_CUT = 2000;
+
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (name === "class") node.className = value;
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export const agentHref = (address) => `#/agents/${encodeURIComponent(address)}`;
+
+const kind = (text) => h("span", { class: "kind" }, text);
+
+export function cut(text, limit = RESULT_CUT) {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)}… (${text.length - limit} more characters cut)`;
+}
+
+function oneLine(text, width = 90) {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length <= width ? flat : `${flat.slice(0, width - 1)}…`;
+}
+
+export function usage(u) {
+  if (!u) return "";
+  return `${u.prompt_tokens} prompt (${u.cached_tokens || 0} cached), ${u.completion_tokens} completion tokens`;
+}
+
+function collapsible(summary, detail, open = false) {
+  return h("details", { open }, h("summary", {}, summary), h("pre", {}, detail));
+}
+
+const BODIES = {
+  turn_started: (e, b) => h("div", { class: "user" }, kind(`turn ${e.turn}`),
+    h("span", { class: "text" }, b.text),
+    b.parent ? h("span", { class: "usage" }, " from ", h("a", { href: agentHref(b.parent) }, b.parent)) : null),
+  message_queued: (e, b) => h("div", { class: "user" }, kind("queued"), h("span", { class: "text" }, b.text)),
+  model_message: (e, b) => h("div", {}, kind(b.model),
+    b.text ? h("span", { class: "text" }, b.text) : null,
+    (b.tool_calls || []).map((c) => h("div", {}, kind("asks for"), `${c.name}(${oneLine(JSON.stringify(c.arguments || {}), 60)})`)),
+    h("div", { class: "usage" }, usage(b.usage))),
+  tool_called: (e, b) => collapsible(
+    [kind("tool call"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`],
+    JSON.stringify(b.arguments || {}, null, 2)),
+  tool_finished: (e, b) => collapsible(
+    [kind("tool result"), h("span", { class: b.status === "ok" ? "good" : "bad" },
+      `${b.name} → ${b.status === "error" ? "refused or failed" : b.status}`), `: ${oneLine(b.content, 70)}`],
+    cut(b.content)),
+  child_spawned: (e, b) => h("div", {}, kind("spawned"), h("a", { href: agentHref(b.child) }, b.child),
+    `: ${oneLine(b.task)}`),
+  child_finished: (e, b) => h("div", {}, kind("child finished"), h("a", { href: agentHref(b.child) }, b.child),
+    ` ${b.outcome}: `, h("span", { class: "text" }, b.reply)),
+  waiting: (e, b) => h("div", {}, kind("waiting"), `for ${b.pending.join(", ")}`),
+  approval_answered: (e, b) => h("div", {}, kind("approval"),
+    h("span", { class: b.approve ? "good" : "bad" }, `${b.request_id} ${b.approve ? "approved" : "denied"}`),
+    b.by ? ` by ${b.by}` : "", b.note ? `: “${b.note}”` : ""),
+  approval_abandoned: (e, b) => h("div", { class: "warn" }, kind("approval"),
+    `${b.request_id} abandoned: its outcome is unknown`),
+  approval_refused: (e, b) => h("div", { class: "warn" }, kind("approval"),
+    `${b.request_id}: the ${b.approve ? "approval" : "denial"} changed nothing`,
+    b.by ? ` (by ${b.by})` : "", `: ${b.message || b.reason.replace(/_/g, " ")}`),
+  stop_refused: (e, b) => h("div", { class: "warn" }, kind("stop"), `refused: ${b.message || "no turn was in progress"}`),
+  turn_parked: (e, b) => h("div", { class: "warn" }, kind(`turn ${e.turn}`), `parked, still waiting for ${b.request_id}`),
+  model_fallback: (e, b) => h("div", { class: "warn" }, kind("fallback"),
+    `${b.model} failed (${oneLine(b.reason, 70)}); the round starts again on ${b.next}`),
+  context_folded: (e, b) => collapsible(
+    [kind("context folded"), turnsCovered(b),
+      h("span", { class: "usage" }, ` · ${b.tokens_before} → ${b.tokens_after} prompt tokens · ${b.extractive
+        ? `extractive summary${b.reason ? ` (${oneLine(b.reason, 50)})` : ""}` : `summary by ${b.model}`}`)],
+    b.summary),
+  artifact_written: (e, b) => h("div", {}, kind("wrote"), h("span", { class: "text" }, b.path),
+    h("span", { class: "usage" }, ` ${b.size} bytes · sha256 ${b.sha256.slice(0, 12)}…`)),
+};
+
+function turnsCovered(b) {
+  return b.first_turn === b.last_turn ? `turn ${b.first_turn} summarised`
+    : `turns ${b.first_turn}-${b.last_turn} summarised`;
+}
+
+function turnEnded(e, b, context) {
+  const cls = b.outcome === "succeeded" ? "good" : b.outcome === "failed" ? "bad" : "warn";
+  const children = context.children(e.turn);
+  return h("div", {}, kind(`turn ${e.turn}`), h("span", { class: cls }, `ended ${b.outcome}`),
+    b.reason ? h("span", { class: "reason" }, `: ${b.reason}`) : null,
+    h("div", { class: "usage" }, usage(b.usage)),
+    children.length ? h("div", { class: "usage" }, "children: ",
+      children.map((c, i) => [i ? ", " : "", h("a", { href: agentHref(c) }, c)])) : null);
+}
+
+function approvalRequested(e, b, context) {
+  const node = h("div", {}, kind("needs approval"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`,
+    h("span", { class: "usage" }, ` ${b.request_id}`));
+  const state = context.approval(b.request_id);
+  if (state.settled) return node;
+  if (state.sent) {
+    node.append(h("div", { class: "notice" }, state.sent));
+    return node;
+  }
+  if (!context.canWrite) return node;
+  const note = h("input", { type: "text", placeholder: "Note for the model (optional)", "aria-label": `Note for ${b.request_id}` });
+  const answer = (approve) => context.answer(b.request_id, approve, note.value);
+  node.append(h("div", { class: "approval" },
+    h("button", { type: "button", class: "primary", onclick: () => answer(true) }, "Approve"),
+    h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "Deny"),
+    note,
+    state.error ? h("span", { class: "bad" }, state.error) : null));
+  return node;
+}
+
+export function eventBody(e, context) {
+  const b = e.body;
+  if (b.type === "turn_ended") return turnEnded(e, b, context);
+  if (b.type === "approval_requested") return approvalRequested(e, b, context);
+  const make = BODIES[b.type];
+  if (make) return make(e, b);
+  return collapsible([kind(b.type)], JSON.stringify(b, null, 2));
+}

@@ -1,0 +1,177 @@
+"""AG-UI: `POST /v1/agui` runs a turn for an AG-UI client and streams it as AG-UI events.
+
+The thread is the agent's address. The run sends the input's last user message as a
+message (or, with `resume` entries, the answers to the approvals the previous run ended
+on) through the same routes as every client, then follows the agent's SSE route and
+translates what it carries (`agui.Run`). Keys, scopes and tenants are checked as on every
+route: sending needs a write key; a history-only run, a read key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
+from fastapi import APIRouter, Depends
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from schemas.address import InvalidAddressError, parse_address
+from schemas.catalog import Scope
+from schemas.events import Event, TimelinePage
+from services.client.stream import FrameParser, decode
+from services.gateway import routes_agents, routes_control, routes_timeline
+from services.gateway.agui import Run, snapshot, sse
+from services.gateway.auth import Owned, Principal, principal
+from services.gateway.errors import ApiError, unknown_agent, validation_message
+from services.gateway.models import ApprovalIn, MessageIn
+from services.gateway.openapi import errors
+from services.gateway.runtime import Runtime, runtime
+from services.keys import allows
+
+M = TypeVar("M", MessageIn, ApprovalIn)
+router = APIRouter(tags=["ag-ui"])
+Rt = Annotated[Runtime, Depends(runtime)]
+STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "AG-UI events as Server-Sent Events (`data: <event JSON>`).",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.post(
+    "/v1/agui",
+    response_class=StreamingResponse,
+    responses={**STREAM, **errors(400, 401, 403, 404, 413, 422, 503)},
+)
+async def run_agent(
+    run: RunAgentInput, caller: Annotated[Principal, Depends(principal)], rt: Rt
+) -> StreamingResponse:
+    """Run the thread's agent on the input's last user message (or resume it with the
+    answers in `resume`) and stream the turn as AG-UI events. `forwardedProps.kind` names
+    the spec kind that creates a new agent; `forwardedProps.history: true` (or an input
+    whose last message is not a user's) sends a `MESSAGES_SNAPSHOT` of the agent's history first."""
+    text = last_user_text(run)
+    props = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
+    acting = bool(run.resume) or text is not None
+    agent = _owned(caller, run.thread_id, "write" if acting else "read")
+    if not acting:
+        await routes_timeline.known(rt, agent.address)
+    start, turn = await _act(run, agent, rt, text, props.get("kind"))
+    history = bool(props.get("history")) or not acting
+    answering = tuple(entry.interrupt_id for entry in run.resume or ())
+    translate = Run(agent.address, run.thread_id, run.run_id, text or "", turn, answering=answering)
+    body = _stream(rt, agent, run, translate, start=start if acting else None, history=history)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def last_user_text(run: RunAgentInput) -> str | None:
+    """The new message: the text of the input's last message, when a person wrote it."""
+    if not run.messages or run.messages[-1].role != "user":
+        return None
+    content: Any = getattr(run.messages[-1], "content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") for part in content)
+
+
+def _owned(caller: Principal, address: str, needed: Scope) -> Owned:
+    if not allows(caller.scope, needed):
+        raise ApiError(403, f"this run needs a {needed} key; this key is {caller.scope}")
+    try:
+        parsed = parse_address(address)
+    except InvalidAddressError as error:
+        raise ApiError(400, f"threadId: {error}") from error
+    if parsed.tenant != caller.tenant:
+        raise unknown_agent(address)
+    return Owned(caller, address)
+
+
+async def _act(
+    run: RunAgentInput, agent: Owned, rt: Rt, text: str | None, kind: object
+) -> tuple[int, int | None]:
+    """Send the message or the answers; where to follow from, and the turn if known."""
+    if run.resume:
+        row = await routes_timeline.known(rt, agent.address)
+        for entry in run.resume:
+            answer = _approval(entry.status, entry.payload)
+            await routes_control.answer_approval(entry.interrupt_id, answer, agent, rt)
+        return (row.last_seq, row.turn) if row else (0, None)
+    if text is None:
+        return 0, None
+    message = _valid(MessageIn, {"text": text, "kind": kind})
+    key = f"agui {run.run_id}"[:200]
+    accepted = await routes_agents.send_message(message, agent, rt, key)
+    return accepted.after_seq, None
+
+
+def _approval(status: str, payload: object) -> ApprovalIn:
+    answer = payload if isinstance(payload, dict) else {"approve": payload is True}
+    if status != "resolved":
+        answer = {"approve": False, "note": "The request was cancelled."}
+    return _valid(ApprovalIn, {"approve": answer.get("approve"), "note": answer.get("note", "")})
+
+
+def _valid(model: type[M], data: dict[str, Any]) -> M:
+    clean = {k: v for k, v in data.items() if v is not None}
+    try:
+        return model.model_validate(clean)
+    except ValidationError as error:
+        raise ApiError(*validation_message(error.errors())) from error
+
+
+async def _stream(
+    rt: Runtime, agent: Owned, run: RunAgentInput, turn: Run, *, start: int | None, history: bool
+) -> AsyncIterator[bytes]:
+    yield sse(RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
+    if history:
+        yield sse(snapshot(agent.address, await _history(rt, agent)))
+    if start is None:
+        yield sse(RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id))
+        return
+    async for event in _follow(rt, agent, turn, start):
+        yield sse(event)
+
+
+async def _follow(rt: Runtime, agent: Owned, turn: Run, start: int) -> AsyncIterator[BaseEvent]:
+    response = await routes_timeline.events(agent, rt, after=start, last_event_id=None)
+    frames: Any = response.body_iterator
+    parser, buffer = FrameParser(), ""
+    try:
+        async for chunk in frames:
+            buffer += chunk.decode() if isinstance(chunk, bytes) else str(chunk)
+            *lines, buffer = buffer.split("\n")
+            for line in lines:
+                frame = parser.line(line)
+                item = decode(frame) if frame else None
+                for event in turn.take(item) if item is not None else []:
+                    if turn.finished and turn.retracted and _is_last(event):
+                        yield snapshot(agent.address, await _history(rt, agent))
+                    yield event
+                if turn.finished:
+                    return
+    finally:
+        await frames.aclose()
+    yield RunErrorEvent(
+        message="the gateway stopped following the agent before the turn ended; "
+        "run again with the same thread to see the rest",
+        code="interrupted",
+    )
+
+
+def _is_last(event: BaseEvent) -> bool:
+    return isinstance(event, RunFinishedEvent | RunErrorEvent)
+
+
+async def _history(rt: Runtime, agent: Owned) -> list[Event]:
+    events: list[Event] = []
+    while True:
+        response = await routes_timeline.timeline(agent, rt, after=len(events), limit=500)
+        page = msgspec.json.decode(bytes(response.body), type=TimelinePage)
+        events.extend(page.events)
+        if not page.events or len(events) >= page.last_seq:
+            return events

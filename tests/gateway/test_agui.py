@@ -1,0 +1,214 @@
+"""AG-UI in process: the translation of a turn, and the route's keys and answers. The
+route against the official JS client on a real stack is in tests/agui."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+from ag_ui.core import Event as AguiEvent
+from pydantic import TypeAdapter
+
+from schemas.chat import ToolCall
+from schemas.events import (
+    ApprovalRefused,
+    ApprovalRequested,
+    Event,
+    EventBody,
+    ModelMessage,
+    ToolCalled,
+    ToolFinished,
+    TurnEnded,
+    TurnStarted,
+)
+from schemas.live import LiveBatch, LiveDelta
+from schemas.model import Usage
+from services.client.models import Item, Retract
+from services.gateway.agui import Run
+from tests.gateway.conftest import LIVE_TOKEN, World
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+EVENTS: TypeAdapter[Any] = TypeAdapter(AguiEvent)
+
+
+def at(seq: int, round_: int, body: EventBody, turn: int = 1) -> Event:
+    return Event("acme.new", seq, turn, round_, T0, body)
+
+
+def dumped(events: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+CALL = ToolCall("call_0", "calculator", {"expression": "6*7"})
+TURN = [
+    at(1, 1, TurnStarted("what is 6*7", "helper", 1)),
+    at(2, 1, ModelMessage("m", "", (CALL,), Usage(10, 2))),
+    at(3, 1, ToolCalled("call_0", "calculator", {"expression": "6*7"})),
+    at(4, 1, ToolFinished("call_0", "calculator", "ok", "42")),
+    at(5, 2, ModelMessage("m", "It is 42", (), Usage(12, 3))),
+    at(6, 2, TurnEnded("succeeded", "It is 42", usage=Usage(22, 5))),
+]
+
+
+def test_a_turn_becomes_a_valid_ag_ui_sequence() -> None:
+    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    out: list[Any] = []
+    items: list[Item] = [*TURN[:4], LiveDelta("acme.new", 1, 2, "a", 0, "It is"), *TURN[4:]]
+    for item in items:
+        out += run.take(item)
+    events = dumped(out)
+    for event in events:
+        EVENTS.validate_python(event)
+    assert types(events) == [
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]  # fmt: skip
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "It is 42"
+    assert events[-1]["result"] == "It is 42"
+    assert events[-1]["threadId"] == "acme.new"
+    assert events[-1]["usage"] == [
+        {"inputTokens": 22, "outputTokens": 5, "totalTokens": 27, "cachedInputTokens": 0}
+    ]
+    assert run.finished
+    assert run.take(TURN[0]) == []
+
+
+def test_other_turns_are_left_out() -> None:
+    run = Run("acme.new", "acme.new", "r1", "mine")
+    earlier = at(1, 1, TurnEnded("succeeded", "old"), turn=1)
+    assert run.take(earlier) == []
+    assert run.take(at(2, 1, TurnStarted("mine", "helper", 1), turn=2)) == []
+    assert run.turn == 2
+
+
+def test_an_approval_ends_the_run_with_an_interrupt() -> None:
+    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run.take(TURN[0])
+    asked = at(2, 1, ApprovalRequested("t1r1-call_0", "call_0", "calculator", {"a": 1}))
+    events = dumped(run.take(asked))
+    assert types(events) == ["RUN_FINISHED"]
+    interrupt = events[0]["outcome"]["interrupts"][0]
+    assert (interrupt["id"], interrupt["toolCallId"]) == ("t1r1-call_0", "t1r1-call_0")
+    assert events[0]["outcome"]["type"] == "interrupt"
+
+
+def test_a_resumed_run_whose_answer_is_refused_ends_with_the_agents_sentence() -> None:
+    run = Run("acme.new", "acme.new", "r2", turn=1, answering=("t1r1-call_0",))
+    sentence = "Approval request 't1r1-call_0' was already answered; nothing was changed."
+    other = at(7, 1, ApprovalRefused("t1r1-call_9", "unknown_request", True, message="No."))
+    assert run.take(other) == []
+    refused = at(8, 1, ApprovalRefused("t1r1-call_0", "already_answered", True, message=sentence))
+    events = dumped(run.take(refused))
+    assert types(events) == ["RUN_ERROR"]
+    assert (events[0]["message"], events[0]["code"]) == (sentence, "approval_refused")
+    assert run.finished
+
+
+def test_a_failed_turn_is_a_run_error_and_a_stopped_one_cancelled() -> None:
+    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run.take(TURN[0])
+    run.take(LiveDelta("acme.new", 1, 1, "a", 0, "Half"))
+    events = dumped(run.take(at(2, 1, TurnEnded("failed", reason="The model step failed."))))
+    assert types(events) == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert events[1]["message"] == "The model step failed."
+    stopped = Run("acme.new", "acme.new", "r2", "what is 6*7")
+    stopped.take(TURN[0])
+    ended = dumped(stopped.take(at(2, 1, TurnEnded("stopped", reason="Stopped."))))
+    assert ended[0]["outcome"] == {"type": "cancelled"}
+
+
+def test_a_retracted_round_starts_a_new_message() -> None:
+    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run.take(TURN[0])
+    first = dumped(run.take(LiveDelta("acme.new", 1, 1, "a", 0, "Wro")))
+    ended = dumped(run.take(Retract("acme.new", 1, 1)))
+    again = dumped(run.take(LiveDelta("acme.new", 1, 1, "b", 0, "Right")))
+    assert types(ended) == ["TEXT_MESSAGE_END"]
+    assert first[0]["messageId"] != again[0]["messageId"]
+    assert run.retracted
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def read_run(world: World, body: dict[str, Any], key: str = "write") -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    async with world.streams.stream(
+        "POST", "/v1/agui", json=body, headers=world.auth(key)
+    ) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                    break
+    return events
+
+
+def run_input(text: str | None, thread: str = "acme.alpha", **extra: Any) -> dict[str, Any]:
+    messages = [{"id": "u1", "role": "user", "content": text}] if text else []
+    return {"threadId": thread, "runId": "r1", "messages": messages, **extra}
+
+
+async def test_the_route_sends_the_message_and_streams_the_turn(world: World) -> None:
+    import asyncio  # noqa: PLC0415
+
+    async def turn() -> None:
+        await asyncio.sleep(0.2)
+        events = [
+            Event("acme.alpha", 12 + i, 3, e.round, T0, e.body) for i, e in enumerate(TURN, 1)
+        ]
+        bodies = [msgspec.structs.replace(events[0], body=TurnStarted("hello", "helper", 1))]
+        await world.record(bodies + events[1:3])
+        batch = LiveBatch((LiveDelta("acme.alpha", 3, 2, "a", 0, "It is"),))
+        await world.client.post(
+            "/internal/live",
+            content=msgspec.json.encode(batch),
+            headers={"X-Teaspill-Live-Token": LIVE_TOKEN},
+        )
+        await world.record(events[3:])
+
+    task = asyncio.create_task(turn())
+    events = await read_run(world, run_input("hello", forwardedProps={"kind": "helper"}))
+    await task
+    for event in events:
+        EVENTS.validate_python(event)
+    assert types(events)[0] == "RUN_STARTED"
+    assert types(events)[-1] == "RUN_FINISHED"
+    assert "".join(e.get("delta", "") for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == (
+        "It is 42"
+    )
+    address, body, key = world.ingress.sent[-1]
+    assert (address, body["wake"]["text"], key) == ("acme.alpha", "hello", "agui r1")
+
+
+async def test_a_run_without_a_message_answers_the_history(world: World) -> None:
+    events = await read_run(world, run_input(None), key="read")
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    roles = [m["role"] for m in events[1]["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"] * 2
+
+
+@pytest.mark.parametrize(
+    ("key", "thread", "status"),
+    [("read", "acme.alpha", 403), ("write", "other.secret", 404), ("write", "nope", 400)],
+)
+async def test_the_route_keeps_the_key_and_tenant_rules(
+    world: World, key: str, thread: str, status: int
+) -> None:
+    response = await world.client.post(
+        "/v1/agui", json=run_input("hi", thread), headers=world.auth(key)
+    )
+    assert response.status_code == status
+    assert response.json()["error"]["message"]
+    missing = await world.client.post("/v1/agui", json=run_input("hi"))
+    assert missing.status_code == 401

@@ -1,0 +1,93 @@
+"""A real stack for the UI tests (the console in a browser, AG-UI, the Python client):
+restate-server, the endpoint (with the real bundled model, pushing live text to the
+gateway) and the gateway, each a child process on free ports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from services.client import Client
+from services.contracts import ADD_KEY
+from services.ingress import Ingress
+from services.keys import new_key
+from services.settings import Settings
+from services.stack import Endpoint, Gateway, RestateServer, isolated_settings, register
+from tests.durable.conftest import eventually, stop_all
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+LIVE_TOKEN = "console-live-token"  # noqa: S105 - a test value
+SPECS: list[dict[str, Any]] = [
+    {"kind": "calc", "instructions": "Use the calculator.", "model": "script",
+     "tools": {"calculator": "ask"}},
+    {"kind": "script", "instructions": "Follow the script.", "model": "script",
+     "tools": ["calculator"]},
+    {"kind": "chat", "instructions": "Answer in two or three sentences.", "model": "smollm2",
+     "limits": {"max_tokens": 48}},
+]  # fmt: skip
+
+
+@dataclass
+class UiStack:
+    settings: Settings
+    gateway: Gateway
+    keys: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    def client(self, scope: str = "admin") -> Client:
+        return Client(self.url, self.keys[scope])
+
+
+def make_key(settings: Settings, http: httpx.Client, scope: str) -> str:
+    plaintext, key = new_key("acme", scope, datetime.now(UTC))  # type: ignore[arg-type]  # noqa: TID251
+    ingress = Ingress(settings.ingress_url, timeout=30)
+    try:
+        ingress.call(ADD_KEY, key, "acme")
+    finally:
+        ingress.close()
+    auth = {"Authorization": f"Bearer {plaintext}"}
+    eventually(
+        lambda: http.get("/v1/me", headers=auth).status_code == 200 or None,
+        60,
+        "the key to reach the projection",
+    )
+    return plaintext
+
+
+@pytest.fixture(scope="session")
+def ui_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiStack]:
+    settings = isolated_settings(
+        tmp_path_factory.mktemp("ui-home"),
+        live_token=LIVE_TOKEN,
+        tool_modules=("tests.fixtures.tools",),
+        model_context=2048,
+    )
+    restate, endpoint, gateway = RestateServer(settings), Endpoint(settings), Gateway(settings)
+    restate.start()
+    try:
+        endpoint.start()
+        register(settings)
+        gateway.start()
+        with httpx.Client(base_url=gateway.url, timeout=30) as http:
+            keys = {scope: make_key(settings, http, scope) for scope in ("read", "write", "admin")}
+            for spec in SPECS:
+                answer = http.post(
+                    "/v1/specs", json=spec, headers={"Authorization": f"Bearer {keys['admin']}"}
+                )
+                assert answer.status_code == 201, answer.text
+        yield UiStack(settings, gateway, keys)
+    finally:
+        try:
+            gateway.stop()
+        finally:
+            stop_all(restate, endpoint)
