@@ -234,9 +234,20 @@ def render(runs: Sequence[CacheRun], paths: Sequence[PathRun], agents: int, turn
         f"on wrote the same {len(on.replies)} replies as alone; off parted from them in "
         f"{parted} (near ties, see the module's docstring)",
         "",
-        "path               first token ms  tokens/s",
-        "-" * 43,
+        render_paths(paths),
     ]
+    return "\n".join(lines)
+
+
+def _paths(turns: int) -> list[PathRun]:
+    with tempfile.TemporaryDirectory(prefix="teaspill-bench-models-") as logs:
+        paths = [in_process(turns), served(turns, Path(logs))]
+    print(f"bench: {[asdict(p) for p in paths]}", file=sys.stderr, flush=True)
+    return paths
+
+
+def render_paths(paths: Sequence[PathRun]) -> str:
+    lines = ["path               first token ms  tokens/s", "-" * 43]
     for path in paths:
         lines.append(
             f"{path.path:<17}  {path.first_token_ms:>14.0f}  {path.tokens_per_second:>8.1f}"
@@ -249,7 +260,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--turns", type=int, default=len(QUESTIONS), choices=range(1, 7))
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write results here")
+    parser.add_argument(
+        "--paths-only",
+        action="store_true",
+        help="only the in-process and OpenAI-compatible paths (first token, tokens/s)",
+    )
     args = parser.parse_args(argv)
+    if args.paths_only:
+        paths = _paths(args.turns)
+        print(render_paths(paths))
+        return 0
     runs = cache_runs(args.agents, args.turns)
     for run in runs:
         print(f"bench: {asdict(run) | {'replies': None}}", file=sys.stderr, flush=True)
@@ -260,9 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    with tempfile.TemporaryDirectory(prefix="teaspill-bench-models-") as logs:
-        paths = [in_process(args.turns), served(args.turns, Path(logs))]
-    print(f"bench: {[asdict(p) for p in paths]}", file=sys.stderr, flush=True)
+    paths = _paths(args.turns)
     print(render(runs, paths, args.agents, args.turns))
     if args.json is not None:
         result = {
