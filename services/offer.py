@@ -16,5 +16,9 @@ def deployment_offer(settings: Settings) -> Offer:
     tools = {tool.definition.name for tool in BUILTIN_TOOLS} | set(WORKSPACE_TOOL_NAMES)
     for name in settings.tool_modules:
         tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
-    models = default_models(settings, settings.model_modules).names()
-    return Offer(models=tuple(sorted(models)), tools=tuple(sorted(tools)))
+    models = default_models(settings, settings.model_modules)
+    return Offer(
+        models=tuple(sorted(models.names())),
+        tools=tuple(sorted(tools)),
+        problem=models.problem or "",
+    )

@@ -45,6 +45,8 @@ class Offer:
 
     models: tuple[str, ...]
     tools: tuple[str, ...]
+    problem: str = ""
+    """Why some models are missing (a models file that cannot be used), or empty."""
 
 
 def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
@@ -126,15 +128,16 @@ def _limits_in_bounds(limits: dict[str, Any], source: str) -> None:
 
 
 def _offered(spec: AgentSpec, offer: Offer, source: str) -> None:
-    if spec.model not in offer.models:
-        raise SpecError(source, _absent("model", spec.model, offer.models), "model")
+    for field, name in [("model", spec.model), *(("fallback", f) for f in spec.fallback)]:
+        if name not in offer.models:
+            absent = _absent(field, "model", name, offer.models)
+            raise SpecError(source, f"{absent} {offer.problem}".rstrip(), field)
     for name in grants(spec):
         if name not in offer.tools:
-            raise SpecError(source, _absent("tool", name, offer.tools), "tools")
+            raise SpecError(source, _absent("tools", "tool", name, offer.tools), "tools")
 
 
-def _absent(what: str, name: str, offered: tuple[str, ...]) -> str:
-    field = "model" if what == "model" else "tools"
+def _absent(field: str, what: str, name: str, offered: tuple[str, ...]) -> str:
     return (
         f"field '{field}': this deployment has no {what} {name!r}{_closest(name, offered)}"
         f" It offers: {', '.join(offered) or 'none'}."

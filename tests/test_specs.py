@@ -43,6 +43,10 @@ MISTAKES = [
         "field 'model': this deployment has no model 'nosuchmodel'. It offers: ",
     ),
     (SPEC + 'model = "smolm2"\n', "no model 'smolm2'; did you mean 'smollm2'?"),
+    (
+        SPEC + 'fallback = ["smollm2", "smolm2"]\n',
+        "field 'fallback': this deployment has no model 'smolm2'; did you mean 'smollm2'?",
+    ),
     (SPEC + 'tools = ["nosuchtool"]\n', "field 'tools': this deployment has no tool 'nosuchtool'."),
     ('kind = "a b"\ninstructions = "y"\n', "field 'kind' ('a b') must be 1 to 48 of A-Z a-z"),
     ('instructions = "y"\n', "Object missing required field `kind`."),
@@ -59,6 +63,15 @@ def test_each_mistake_in_a_spec_file_names_the_file_and_the_field(
         load_spec(path, OFFER)
     assert str(refused.value).startswith(f"The spec file {path}: ")
     assert says in str(refused.value)
+
+
+def test_a_missing_model_names_why_the_deployment_lacks_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(SPEC + 'model = "vllm"\n')
+    why = "The models file /etc/models.toml is malformed: Invalid TOML."
+    with pytest.raises(SpecError) as refused:
+        load_spec(path, Offer(models=("smollm2",), tools=(), problem=why))
+    assert str(refused.value).endswith(f"no model 'vllm'. It offers: smollm2. {why}")
 
 
 def test_a_good_spec_file_decodes_as_agents_run_it(tmp_path: Path) -> None:

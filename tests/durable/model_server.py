@@ -3,6 +3,7 @@ bundled SmolLM2, and a bare HTTP server that counts the requests it is sent."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -66,7 +67,8 @@ class LlamaServer:
 
 
 class CountingServer:
-    """Answers every request 500 and counts them: the stand-in for an external API."""
+    """Answers every request 500 and counts them: the stand-in for an external API. Like
+    some real ones, its error repeats the authorization it was sent."""
 
     def __init__(self) -> None:
         self.requests = 0
@@ -78,7 +80,9 @@ class CountingServer:
                 self.send_response(500)
                 self.send_header("content-type", "application/json")
                 self.end_headers()
-                self.wfile.write(b'{"error": {"message": "counted"}}')
+                sent = self.headers.get("authorization") or "no key"
+                said = {"error": {"message": f"counted; you sent {sent}"}}
+                self.wfile.write(json.dumps(said).encode())
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 pass

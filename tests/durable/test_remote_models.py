@@ -100,6 +100,12 @@ timeout = 5
 [models.external]
 base_url = "{external}"
 model = "big"
+
+[models.echoing]
+base_url = "{external}"
+model = "big"
+api_key_env = "TEST_REMOTE_API_KEY"
+trust = "local"
 """
     )
     return path
@@ -275,6 +281,12 @@ def test_the_api_key_is_in_no_journal_event_log_or_error(remote: RemoteStack) ->
     address = "acme.remote-secret"
     remote.send(address, "Say hello.", spec("remote-secret", "remote"))
     assert remote.ended(address).outcome == "succeeded"
+    # A server whose error repeats the key it was sent: the turn's reason does not.
+    remote.send("acme.remote-echo", "Hello?", spec("remote-echo", "echoing"))
+    echoed = remote.ended("acme.remote-echo", timeout=60)
+    assert "answered 500" in echoed.reason
+    assert "[api key]" in echoed.reason
+    assert API_KEY not in echoed.reason
 
     journal = _sql(remote.settings, "SELECT * FROM sys_journal")
     assert "model remote r1" in journal, "the journal was read"

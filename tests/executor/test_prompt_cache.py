@@ -115,38 +115,37 @@ INSTRUCTIONS = (
 )
 
 
-def conversation(agent: int, turns: int) -> tuple[ChatMessage, ...]:
-    """Turn `turns` of an agent's conversation: each one extends the one before."""
-    system = ChatMessage(role="system", content=f"You are agent number {agent}. {INSTRUCTIONS}")
-    messages = [system]
-    for turn in range(turns):
-        messages.append(ChatMessage(role="user", content=f"Question {turn} for agent {agent}?"))
-        messages.append(ChatMessage(role="assistant", content=f"Word {turn} of {agent}."))
-    messages.append(ChatMessage(role="user", content=f"Question {turns} for agent {agent}?"))
-    return tuple(messages)
-
-
-def rounds(cache_bytes: int) -> list[ModelReply]:
+def rounds(cache_bytes: int, *, alone: bool = False) -> list[ModelReply]:
+    """Two turns each of three agents on one model, each prompt holding the agent's
+    earlier reply: round-robin, or (`alone`) one agent after another. The replies in
+    (turn, agent) order."""
     from services.executor.llama import LlamaExecutor, bundled_model_path  # noqa: PLC0415
 
     executor = LlamaExecutor(bundled_model_path(), n_ctx=1024, n_threads=2, cache_bytes=cache_bytes)
-    replies = []
-    for turn in range(2):
-        for agent in range(3):
-            request = ModelRequest(
-                "smollm2", conversation(agent, turn), max_tokens=4, agent=f"t.a{agent}"
-            )
-            replies.append(executor.generate(request, threading.Event()))
-    return replies
+    steps = sorted(
+        ((turn, agent) for turn in range(2) for agent in range(3)),
+        key=lambda step: (step[1], step[0]) if alone else step,
+    )
+    histories: dict[int, list[ChatMessage]] = {agent: [] for agent in range(3)}
+    replies: dict[tuple[int, int], ModelReply] = {}
+    for turn, agent in steps:
+        system = ChatMessage("system", f"You are agent number {agent}. {INSTRUCTIONS}")
+        question = ChatMessage("user", f"Question {turn} for agent {agent}?")
+        messages = (system, *histories[agent], question)
+        request = ModelRequest("smollm2", messages, max_tokens=6, agent=f"t.a{agent}")
+        reply = executor.generate(request, threading.Event())
+        histories[agent] += [question, reply.message]
+        replies[turn, agent] = reply
+    return [replies[step] for step in sorted(replies)]
 
 
 @pytest.mark.model
 @pytest.mark.skipif(not HAS_MODEL, reason="the bundled model is installed by `make install`")
 def test_agents_taking_turns_on_one_model_keep_their_prefixes() -> None:
     with_cache, without = rounds(64 * 1024 * 1024), rounds(0)
+    alone = rounds(0, alone=True)
 
-    for replies in (with_cache, without):
-        assert all(reply.usage.completion_tokens > 0 for reply in replies)
+    assert all(reply.usage.completion_tokens > 0 for reply in with_cache)
     second_round = with_cache[3:]
     for reply, earlier in zip(second_round, with_cache[:3], strict=True):
         # Everything the agent's previous call evaluated (its prompt and the reply it
@@ -155,6 +154,8 @@ def test_agents_taking_turns_on_one_model_keep_their_prefixes() -> None:
     reused = sum(r.usage.cached_tokens for r in second_round)
     reused_without = sum(r.usage.cached_tokens for r in without[3:])
     assert reused > 2 * reused_without
-    assert [r.message.content for r in with_cache] == [r.message.content for r in without], (
-        "a restored prefix gives the very same replies as evaluating the prompt again"
+    # Not compared with `without`: llama.cpp's logits for a reply's tokens evaluated one
+    # at a time (as written) and in a batch (read back) differ slightly.
+    assert [r.message.content for r in with_cache] == [r.message.content for r in alone], (
+        "a restored prefix leaves the model exactly where the agent left it"
     )
