@@ -192,6 +192,24 @@ def test_with_tools_the_output_is_a_valid_call_or_reply(
         assert not reply.message.content.startswith("{")
 
 
+def test_a_withheld_tool_is_shown_but_its_call_is_not_taken() -> None:
+    request = ask(SYSTEM, user("x"), tools=TOOLS, withheld=("add",))
+    assert render_prompt(request) == render_prompt(ask(SYSTEM, user("x"), tools=TOOLS))
+    written = '{"tool": "add", "arguments": {"a": 1, "b": 2}}'
+    message, finish = parse_output(written, request, "stop")
+    assert (message.tool_calls, finish) == ((), "stop")
+
+
+@pytest.mark.model
+def test_with_every_tool_withheld_the_model_can_only_reply(executor: LlamaExecutor) -> None:
+    history = (user("Add 2 and 3 with the add tool."),)
+    request = ask(SYSTEM, *history, tools=(ADD,), withheld=("add",), max_tokens=48)
+    reply = executor.generate(request, threading.Event())
+    assert reply.message.tool_calls == ()
+    assert reply.message.content.strip()
+    assert not reply.message.content.lstrip().startswith("{")
+
+
 @pytest.mark.model
 def test_a_second_call_sharing_the_prefix_reuses_the_cache(executor: LlamaExecutor) -> None:
     first = executor.generate(ask(SYSTEM, user("Name a color."), max_tokens=16), threading.Event())
