@@ -9,10 +9,10 @@ window (so it folds every few turns); at each mark, the mean over `--sample` tur
 the wake's journal bytes and entries (from `sys_journal`), the state bytes it read, and
 its milliseconds end to end. `sustain`: for each window (`TEASPILL_MODEL_CONTEXT`), a
 stack of its own and one agent on the example spec chatting with SmolLM2 for `--turns`
-turns (a failed turn is counted and the chat goes on); prints the turns that succeeded,
-the first failure, the folds, the model rounds, the largest prompt, the milliseconds per
-turn, and the share of prompt tokens served from the cache in the round right after
-each fold and in every round from the first fold on.
+turns, or as many as `--minutes` allow (a failed turn is counted and the chat goes on);
+prints the turns that succeeded, the first failure, the folds, the model rounds, the
+largest prompt, the milliseconds per turn, and the share of prompt tokens served from
+the cache in the round right after each fold and in every round from the first fold on.
 """
 
 from __future__ import annotations
@@ -145,14 +145,17 @@ class Sustained:
     """Cached share of the prompt in every round from the first fold on."""
 
 
-def sustain(context: int, turns: int) -> Sustained:
-    """One agent chatting with SmolLM2 at `context` tokens for `turns` turns; every turn
-    is run, a failure is counted and the chat goes on."""
+def sustain(context: int, turns: int, minutes: float = 0) -> Sustained:
+    """One agent chatting with SmolLM2 at `context` tokens for `turns` turns (or fewer, if
+    `minutes` above 0 pass first); every turn is run, a failure is counted and the chat
+    goes on."""
     spec = load_spec(EXAMPLE_SPEC)
     outcomes: list[str] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as home, stack(Path(home), model_context=context) as s:
         for turn in range(1, turns + 1):
+            if minutes and time.perf_counter() - started > minutes * 60:
+                break
             result, _ = wake(s, "bench.chat", QUESTIONS[turn % len(QUESTIONS)], spec)
             outcomes.append(result.status.last_outcome or "")
             if turn % 10 == 0:
@@ -234,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("sustain")
     s.add_argument("--context", default="1024,4096", help="windows to run, comma-separated")
     s.add_argument("--turns", type=int, default=150)
+    s.add_argument(
+        "--minutes", type=float, default=0, help="per window: start no turn after this (0: none)"
+    )
     args = parser.parse_args(argv)
     if args.what == "rounds":
         marks = sorted(int(m) for m in args.marks.split(","))
@@ -251,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for context in (int(c) for c in args.context.split(",")):
-            print(sustained_line(sustain(context, args.turns)), flush=True)
+            print(sustained_line(sustain(context, args.turns, args.minutes)), flush=True)
     return 0
 
 
