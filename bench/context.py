@@ -77,7 +77,9 @@ def wake(settings: Settings, address: str, text: str, spec: AgentSpec) -> tuple[
         f"{settings.ingress_url}{WAKE.path(address)}",
         content=msgspec.json.encode(WakeEnvelope(Message(text, spec=spec))),
         headers={"content-type": "application/json"},
-        timeout=600.0,
+        # A turn with a fold on a loaded machine can take many minutes; the wake is
+        # durable and goes on whatever the client does, so wait for it.
+        timeout=3600.0,
     )
     answer.raise_for_status()
     result = msgspec.json.decode(answer.content, type=WakeResult)
@@ -159,7 +161,8 @@ def sustain(context: int, turns: int, minutes: float = 0) -> Sustained:
             result, _ = wake(s, "bench.chat", QUESTIONS[turn % len(QUESTIONS)], spec)
             outcomes.append(result.status.last_outcome or "")
             if turn % 10 == 0:
-                print(f"n_ctx {context}: {turn} turns", file=sys.stderr, flush=True)
+                failed = sum(1 for outcome in outcomes if outcome != "succeeded")
+                print(f"n_ctx {context}: {turn} turns, {failed} failed", file=sys.stderr)
         elapsed = time.perf_counter() - started
         ingress = Ingress(s.ingress_url)
         events = all_events(ingress, "bench.chat")
