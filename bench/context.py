@@ -18,6 +18,7 @@ the cache in the round right after each fold and in every round from the first f
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import httpx
 import msgspec
@@ -231,36 +233,67 @@ def sustained_line(r: Sustained) -> str:
     )
 
 
+def print_rounds(marks: list[int], sample: int) -> None:
+    print("| turn | journal bytes | entries | state bytes read | ms per round |")
+    print("|---:|---:|---:|---:|---:|")
+    for m in rounds(marks, sample):
+        print(
+            f"| {m.turn} | {m.journal_bytes:.0f} | {m.entries:.1f} | {m.state_read:.0f} "
+            f"| {m.ms:.0f} |"
+        )
+
+
+def print_sustained(contexts: list[int], turns: int, minutes: float) -> None:
+    print(
+        "| n_ctx | turns succeeded | failures | folds | rounds | largest prompt "
+        "| ms per turn | cached, round after a fold | cached, every round after |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for context in contexts:
+        print(sustained_line(sustain(context, turns, minutes)), flush=True)
+
+
+def numbers(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of whole numbers"
+        ) from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"{text!r} has a number below 1")
+    return values
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM stops the run as Ctrl-C does, so each stack is taken down on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(prog="python -m bench.context")
     sub = parser.add_subparsers(dest="what", required=True)
     r = sub.add_parser("rounds")
-    r.add_argument("--marks", default="10,100,1000")
+    r.add_argument("--marks", type=numbers, default="10,100,1000")
     r.add_argument("--sample", type=int, default=5)
     s = sub.add_parser("sustain")
-    s.add_argument("--context", default="1024,4096", help="windows to run, comma-separated")
+    s.add_argument(
+        "--context", type=numbers, default="1024,4096", help="windows to run, comma-separated"
+    )
     s.add_argument("--turns", type=int, default=150)
     s.add_argument(
         "--minutes", type=float, default=0, help="per window: start no turn after this (0: none)"
     )
     args = parser.parse_args(argv)
-    if args.what == "rounds":
-        marks = sorted(int(m) for m in args.marks.split(","))
-        print("| turn | journal bytes | entries | state bytes read | ms per round |")
-        print("|---:|---:|---:|---:|---:|")
-        for m in rounds(marks, args.sample):
-            print(
-                f"| {m.turn} | {m.journal_bytes:.0f} | {m.entries:.1f} | {m.state_read:.0f} "
-                f"| {m.ms:.0f} |"
-            )
-    else:
-        print(
-            "| n_ctx | turns succeeded | failures | folds | rounds | largest prompt "
-            "| ms per turn | cached, round after a fold | cached, every round after |"
-        )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for context in (int(c) for c in args.context.split(",")):
-            print(sustained_line(sustain(context, args.turns, args.minutes)), flush=True)
+    try:
+        if args.what == "rounds":
+            print_rounds(sorted(args.marks), args.sample)
+        else:
+            print_sustained(args.context, args.turns, args.minutes)
+    except KeyboardInterrupt:
+        print("Interrupted: the stack was stopped; no figures.", file=sys.stderr)
+        return 130
     return 0
 
 
