@@ -14,7 +14,7 @@ from bench.journal import JournalCost, ServiceCost
 from bench.results import CpuPerRound, Gaps, Result
 from bench.stats import Spread
 from bench.versus import Row, compare, render
-from schemas.events import ContextFolded, Event, ModelMessage, TurnEnded
+from schemas.events import ContextFolded, Event, EventBody, ModelMessage, TurnEnded
 from schemas.model import Usage
 from services.stack.journal import Tally
 
@@ -140,7 +140,7 @@ def test_sustain_counts_failures_and_the_cache_share_after_folds() -> None:
     def said(prompt: int, cached: int) -> ModelMessage:
         return ModelMessage("smollm2", "hi", usage=Usage(prompt, 10, cached))
 
-    bodies = [
+    bodies: list[EventBody] = [
         said(100, 0),
         TurnEnded("succeeded"),
         ContextFolded(1, 1, "Earlier.", 700, 300, "smollm2"),
