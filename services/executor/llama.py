@@ -166,13 +166,16 @@ def parse_output(
     text: str, request: ModelRequest, finish: FinishReason
 ) -> tuple[ChatMessage, FinishReason]:
     """Turn grammar-constrained output into a message; text that is not one of the
-    allowed objects (cut by max_tokens, or cancelled) comes back as a plain reply."""
+    allowed objects (cut by max_tokens, or cancelled) comes back as a plain reply: the
+    part of a reply written so far, nothing of a call cut before its end (its JSON is
+    not a reply, and was never shown live either)."""
     try:
         value = json.loads(text)
     except ValueError:
         value = None
     if finish == "cancelled" or not isinstance(value, dict):
-        return ChatMessage(role="assistant", content=_partial_reply(text)), finish
+        content = "" if _CALL_OPENING.match(text) else _partial_reply(text)
+        return ChatMessage(role="assistant", content=content), finish
     names = {tool.name for tool in request.callable_tools()}
     tool, arguments = value.get("tool"), value.get("arguments")
     if tool in names and isinstance(arguments, dict):
@@ -185,6 +188,7 @@ def parse_output(
 
 
 _REPLY_OPENING = re.compile(r'^\s*\{\s*"reply"\s*:\s*"')
+_CALL_OPENING = re.compile(r'^\s*\{\s*"tool"')
 
 
 def _partial_reply(text: str) -> str:

@@ -33,7 +33,7 @@ TURNS = 60
 # so that the run stays within minutes on two cores.
 EXAMPLE = load_spec(EXAMPLE_SPEC)
 SPEC = msgspec.structs.replace(
-    EXAMPLE, limits=msgspec.structs.replace(EXAMPLE.limits, max_tokens=32)
+    EXAMPLE, limits=msgspec.structs.replace(EXAMPLE.limits, max_tokens=48)
 )
 QUESTIONS = (
     "Tell me something about the sea.",

@@ -117,7 +117,8 @@ def test_tool_calls_and_results_are_rendered_as_the_model_wrote_and_named() -> N
         ('{"reply": "It is sunny and', "It is sunny and"),
         ('{"reply": "a \\"quoted\\" word and \\u00e9', 'a "quoted" word and \u00e9'),
         ('{"reply": "cut in an escape \\u00', "cut in an escape "),
-        ('{"tool": "add", "argu', '{"tool": "add", "argu'),
+        ('{"tool": "add", "argu', ""),
+        ('{\n  "tool": "recall", "arguments": {"turn": 32, "message": 1', ""),
     ],
 )
 def test_a_reply_cut_by_max_tokens_comes_back_as_its_text_not_an_error(raw: str, text: str) -> None:
