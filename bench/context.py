@@ -2,20 +2,23 @@
 model keeps going.
 
     python -m bench.context rounds --marks 10,100,1000
-    python -m bench.context sustain --context 1024 --turns 60
+    python -m bench.context sustain --context 1024,4096 --turns 150
 
 `rounds`: one agent on the `script` model writing long replies with a small declared
 window (so it folds every few turns); at each mark, the mean over `--sample` turns of
 the wake's journal bytes and entries (from `sys_journal`), the state bytes it read, and
-its milliseconds end to end. `sustain`: one agent chatting with SmolLM2 at the given
-`TEASPILL_MODEL_CONTEXT` until a turn fails or `--turns` is reached; prints the turns
-that succeeded, the folds, and the share of prompt tokens served from the cache in the
-rounds right after a fold.
+its milliseconds end to end. `sustain`: for each window (`TEASPILL_MODEL_CONTEXT`), a
+stack of its own and one agent on the example spec chatting with SmolLM2 for `--turns`
+turns, or as many as `--minutes` allow (a failed turn is counted and the chat goes on);
+prints the turns that succeeded, the first failure, the folds, the model rounds, the
+largest prompt, the milliseconds per turn, and the share of prompt tokens served from
+the cache in the round right after each fold and in every round from the first fold on.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -24,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import httpx
 import msgspec
@@ -31,10 +35,12 @@ import msgspec
 from schemas.events import ContextFolded, Event, ModelMessage, TurnEnded, WakeResult
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message, WakeEnvelope
+from services.cli.talk import EXAMPLE_SPEC
 from services.contracts import AGENT, WAKE
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.settings import Settings
+from services.specs import load_spec
 from services.stack import Endpoint, RestateServer, isolated_settings, register
 from services.stack.journal import RestateAdmin
 
@@ -44,11 +50,11 @@ SCRIPT_SPEC = AgentSpec(
     model="script",
     limits=Limits(context_window=1500, max_tokens=64),
 )
-CHAT_SPEC = AgentSpec(kind="chat", instructions="You are a friendly assistant.", model="smollm2")
 QUESTIONS = (
     "Tell me something about the sea.",
     "What did you just say, in one sentence?",
     "Name a colour and a fruit.",
+    "What was the first thing I asked you today?",
     "Why is the sky blue?",
     "Give me a short tip for cooking rice.",
 )
@@ -73,7 +79,9 @@ def wake(settings: Settings, address: str, text: str, spec: AgentSpec) -> tuple[
         f"{settings.ingress_url}{WAKE.path(address)}",
         content=msgspec.json.encode(WakeEnvelope(Message(text, spec=spec))),
         headers={"content-type": "application/json"},
-        timeout=600.0,
+        # A turn with a fold on a loaded machine can take many minutes; the wake is
+        # durable and goes on whatever the client does, so wait for it.
+        timeout=3600.0,
     )
     answer.raise_for_status()
     result = msgspec.json.decode(answer.content, type=WakeResult)
@@ -129,24 +137,60 @@ def rounds(marks: list[int], sample: int) -> list[Mark]:
 class Sustained:
     context: int
     turns: int
-    failed_at: int | None
+    succeeded: int
+    first_failure: int | None
     folds: int
+    rounds: int
+    ms_per_turn: float
+    max_prompt: int
     cached_after_fold: float
+    """Cached share of the prompt in the round right after each fold."""
+    cached_overall: float
+    """Cached share of the prompt in every round from the first fold on."""
 
 
-def sustain(context: int, turns: int) -> Sustained:
+def sustain(context: int, turns: int, minutes: float = 0) -> Sustained:
+    """One agent chatting with SmolLM2 at `context` tokens for `turns` turns (or fewer, if
+    `minutes` above 0 pass first); every turn is run, a failure is counted and the chat
+    goes on."""
+    spec = load_spec(EXAMPLE_SPEC)
+    outcomes: list[str] = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as home, stack(Path(home), model_context=context) as s:
-        failed_at = None
         for turn in range(1, turns + 1):
-            result, _ = wake(s, "bench.chat", QUESTIONS[turn % len(QUESTIONS)], CHAT_SPEC)
-            if result.status.last_outcome != "succeeded":
-                failed_at = turn
+            if minutes and time.perf_counter() - started > minutes * 60:
                 break
+            result, _ = wake(s, "bench.chat", QUESTIONS[turn % len(QUESTIONS)], spec)
+            outcomes.append(result.status.last_outcome or "")
+            if turn % 10 == 0:
+                failed = sum(1 for outcome in outcomes if outcome != "succeeded")
+                print(f"n_ctx {context}: {turn} turns, {failed} failed", file=sys.stderr)
+        elapsed = time.perf_counter() - started
         ingress = Ingress(s.ingress_url)
         events = all_events(ingress, "bench.chat")
         ingress.close()
-    done = sum(1 for e in events if isinstance(e.body, TurnEnded) and e.body.outcome == "succeeded")
-    return Sustained(context, done, failed_at, folds(events), cached_after_fold(events))
+    return summarize(context, outcomes, events, elapsed)
+
+
+def summarize(context: int, outcomes: list[str], events: list[Event], seconds: float) -> Sustained:
+    ended = [e.body.outcome for e in events if isinstance(e.body, TurnEnded)]
+    if ended != outcomes:
+        raise SystemExit("The timeline's turn endings differ from the answers the wakes gave.")
+    failed = [n for n, outcome in enumerate(outcomes, 1) if outcome != "succeeded"]
+    calls = [e.body for e in events if isinstance(e.body, ModelMessage)]
+    right_after, from_first = after_folds(events)
+    return Sustained(
+        context=context,
+        turns=len(outcomes),
+        succeeded=len(outcomes) - len(failed),
+        first_failure=failed[0] if failed else None,
+        folds=sum(1 for e in events if isinstance(e.body, ContextFolded)),
+        rounds=len(calls),
+        ms_per_turn=seconds * 1000 / max(len(outcomes), 1),
+        max_prompt=max((c.usage.prompt_tokens for c in calls), default=0),
+        cached_after_fold=cached_share(right_after),
+        cached_overall=cached_share(from_first),
+    )
 
 
 def all_events(ingress: Ingress, address: str) -> list[Event]:
@@ -158,52 +202,98 @@ def all_events(ingress: Ingress, address: str) -> list[Event]:
             return events
 
 
-def folds(events: list[Event]) -> int:
-    return sum(1 for e in events if isinstance(e.body, ContextFolded))
-
-
-def cached_after_fold(events: list[Event]) -> float:
-    """Cached share of prompt tokens of the model calls that follow a fold, after the
-    first one (which runs on the new prefix)."""
-    prompt = cached = 0
-    since_fold = -1
+def after_folds(events: list[Event]) -> tuple[list[ModelMessage], list[ModelMessage]]:
+    """The model messages right after each fold, and every one from the first fold on."""
+    right_after: list[ModelMessage] = []
+    from_first: list[ModelMessage] = []
+    folded = seen_fold = False
     for event in events:
         if isinstance(event.body, ContextFolded):
-            since_fold = 0
-        elif isinstance(event.body, ModelMessage) and since_fold >= 0:
-            since_fold += 1
-            if since_fold > 1:
-                prompt += event.body.usage.prompt_tokens
-                cached += event.body.usage.cached_tokens
-    return cached / prompt if prompt else 0.0
+            folded = seen_fold = True
+        elif isinstance(event.body, ModelMessage) and seen_fold:
+            from_first.append(event.body)
+            if folded:
+                right_after.append(event.body)
+            folded = False
+    return right_after, from_first
+
+
+def cached_share(messages: list[ModelMessage]) -> float:
+    prompt = sum(m.usage.prompt_tokens for m in messages)
+    return sum(m.usage.cached_tokens for m in messages) / prompt if prompt else 0.0
+
+
+def sustained_line(r: Sustained) -> str:
+    failures = r.turns - r.succeeded
+    first = f" (first at turn {r.first_failure})" if r.first_failure else ""
+    return (
+        f"| {r.context} | {r.succeeded} of {r.turns} | {failures}{first} | {r.folds} "
+        f"| {r.rounds} | {r.max_prompt} | {r.ms_per_turn:,.0f} | {r.cached_after_fold:.0%} "
+        f"| {r.cached_overall:.0%} |"
+    )
+
+
+def print_rounds(marks: list[int], sample: int) -> None:
+    print("| turn | journal bytes | entries | state bytes read | ms per round |")
+    print("|---:|---:|---:|---:|---:|")
+    for m in rounds(marks, sample):
+        print(
+            f"| {m.turn} | {m.journal_bytes:.0f} | {m.entries:.1f} | {m.state_read:.0f} "
+            f"| {m.ms:.0f} |"
+        )
+
+
+def print_sustained(contexts: list[int], turns: int, minutes: float) -> None:
+    print(
+        "| n_ctx | turns succeeded | failures | folds | rounds | largest prompt "
+        "| ms per turn | cached, round after a fold | cached, every round after |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for context in contexts:
+        print(sustained_line(sustain(context, turns, minutes)), flush=True)
+
+
+def numbers(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of whole numbers"
+        ) from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"{text!r} has a number below 1")
+    return values
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM stops the run as Ctrl-C does, so each stack is taken down on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(prog="python -m bench.context")
     sub = parser.add_subparsers(dest="what", required=True)
     r = sub.add_parser("rounds")
-    r.add_argument("--marks", default="10,100,1000")
+    r.add_argument("--marks", type=numbers, default="10,100,1000")
     r.add_argument("--sample", type=int, default=5)
     s = sub.add_parser("sustain")
-    s.add_argument("--context", type=int, default=1024)
-    s.add_argument("--turns", type=int, default=60)
+    s.add_argument(
+        "--context", type=numbers, default="1024,4096", help="windows to run, comma-separated"
+    )
+    s.add_argument("--turns", type=int, default=150)
+    s.add_argument(
+        "--minutes", type=float, default=0, help="per window: start no turn after this (0: none)"
+    )
     args = parser.parse_args(argv)
-    if args.what == "rounds":
-        marks = sorted(int(m) for m in args.marks.split(","))
-        print("| turn | journal bytes | entries | state bytes read | ms per round |")
-        print("|---:|---:|---:|---:|---:|")
-        for m in rounds(marks, args.sample):
-            print(
-                f"| {m.turn} | {m.journal_bytes:.0f} | {m.entries:.1f} | {m.state_read:.0f} "
-                f"| {m.ms:.0f} |"
-            )
-    else:
-        result = sustain(args.context, args.turns)
-        print(
-            f"n_ctx {result.context}: {result.turns} turns succeeded "
-            f"(first failure: {result.failed_at}), {result.folds} folds, "
-            f"{result.cached_after_fold:.0%} of prompt tokens cached in rounds after a fold"
-        )
+    try:
+        if args.what == "rounds":
+            print_rounds(sorted(args.marks), args.sample)
+        else:
+            print_sustained(args.context, args.turns, args.minutes)
+    except KeyboardInterrupt:
+        print("Interrupted: the stack was stopped; no figures.", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -24,6 +24,13 @@ class ModelRequest(msgspec.Struct, frozen=True):
     """Models to try in order when `model` fails; the round starts again on each."""
     local_only: bool = False
     """Never run on a model tagged `external`, not even as a fallback."""
+    withheld: tuple[str, ...] = ()
+    """Tools shown in `tools` that the model may not call in this request: the tools
+    stay in the prompt (its prefix, and the prompt cache, stay the same) but the reply
+    must be an answer or a call of another tool."""
+
+    def callable_tools(self) -> tuple[ToolDefinition, ...]:
+        return tuple(tool for tool in self.tools if tool.name not in self.withheld)
 
 
 class Usage(msgspec.Struct, frozen=True):

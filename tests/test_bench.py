@@ -3,14 +3,19 @@ teaspill's figures are set beside the plain loop's and marked against the goals.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from bench.__main__ import expand, parse_args
 from bench.baseline import PlainResult
+from bench.context import summarize, sustained_line
 from bench.journal import JournalCost, ServiceCost
 from bench.results import CpuPerRound, Gaps, Result
 from bench.stats import Spread
 from bench.versus import Row, compare, render
+from schemas.events import ContextFolded, Event, EventBody, ModelMessage, TurnEnded
+from schemas.model import Usage
 from services.stack.journal import Tally
 
 
@@ -127,3 +132,32 @@ def test_journal_figures_are_per_round_and_shown_by_service_and_type() -> None:
     assert "teaspill: S" in text
     assert "plain loop: all" in text
     assert "1 / 9" in text
+
+
+def test_sustain_counts_failures_and_the_cache_share_after_folds() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def said(prompt: int, cached: int) -> ModelMessage:
+        return ModelMessage("smollm2", "hi", usage=Usage(prompt, 10, cached))
+
+    bodies: list[EventBody] = [
+        said(100, 0),
+        TurnEnded("succeeded"),
+        ContextFolded(1, 1, "Earlier.", 700, 300, "smollm2"),
+        said(300, 150),
+        said(400, 380),
+        TurnEnded("failed", reason="It broke."),
+        ContextFolded(2, 2, "Then.", 700, 300, "smollm2"),
+        said(200, 50),
+        TurnEnded("succeeded"),
+    ]
+    events = [Event("b.chat", n, 1, 1, at, body) for n, body in enumerate(bodies, 1)]
+    result = summarize(1024, ["succeeded", "failed", "succeeded"], events, 3.0)
+    assert (result.turns, result.succeeded, result.first_failure) == (3, 2, 2)
+    assert (result.folds, result.rounds, result.max_prompt) == (2, 4, 400)
+    assert result.ms_per_turn == 1000
+    assert result.cached_after_fold == 200 / 500
+    assert result.cached_overall == 580 / 900
+    assert "| 1024 | 2 of 3 | 1 (first at turn 2) | 2 |" in sustained_line(result)
+    with pytest.raises(SystemExit):
+        summarize(1024, ["succeeded", "succeeded", "succeeded"], events, 3.0)

@@ -34,8 +34,10 @@ def request_body(
     if stream:
         body["stream_options"] = {"include_usage": True}
     if request.tools:
-        body["tools"] = [_tool(tool) for tool in sorted(request.tools, key=lambda t: t.name)]
-        body["tool_choice"] = "auto"
+        # Withheld tools are left out; with none left the tools stay, not to be called.
+        offered = request.callable_tools() or request.tools
+        body["tools"] = [_tool(tool) for tool in sorted(offered, key=lambda t: t.name)]
+        body["tool_choice"] = "auto" if request.callable_tools() else "none"
     return body
 
 

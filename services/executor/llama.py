@@ -166,14 +166,17 @@ def parse_output(
     text: str, request: ModelRequest, finish: FinishReason
 ) -> tuple[ChatMessage, FinishReason]:
     """Turn grammar-constrained output into a message; text that is not one of the
-    allowed objects (cut by max_tokens, or cancelled) comes back as a plain reply."""
+    allowed objects (cut by max_tokens, or cancelled) comes back as a plain reply: the
+    part of a reply written so far, nothing of a call cut before its end (its JSON is
+    not a reply, and was never shown live either)."""
     try:
         value = json.loads(text)
     except ValueError:
         value = None
     if finish == "cancelled" or not isinstance(value, dict):
-        return ChatMessage(role="assistant", content=_partial_reply(text)), finish
-    names = {tool.name for tool in request.tools}
+        content = "" if _CALL_OPENING.match(text) else _partial_reply(text)
+        return ChatMessage(role="assistant", content=content), finish
+    names = {tool.name for tool in request.callable_tools()}
     tool, arguments = value.get("tool"), value.get("arguments")
     if tool in names and isinstance(arguments, dict):
         call = ToolCall(id=_next_call_id(request), name=str(tool), arguments=arguments)
@@ -185,6 +188,7 @@ def parse_output(
 
 
 _REPLY_OPENING = re.compile(r'^\s*\{\s*"reply"\s*:\s*"')
+_CALL_OPENING = re.compile(r'^\s*\{\s*"tool"')
 
 
 def _partial_reply(text: str) -> str:
@@ -349,7 +353,7 @@ class LlamaExecutor:
             temperature=0.0,
             repeat_penalty=REPEAT_PENALTY,
             stream=True,
-            grammar=self._grammar_for(request.tools),
+            grammar=self._grammar_for(request),
             stopping_criteria=_stop_criterion(stop, self._im_start),
         )
         pieces: list[str] = []
@@ -368,12 +372,14 @@ class LlamaExecutor:
             finish = "cancelled"
         return "".join(pieces), finish
 
-    def _grammar_for(self, tools: Sequence[ToolDefinition]) -> LlamaGrammar | None:
-        if not tools:
+    def _grammar_for(self, request: ModelRequest) -> LlamaGrammar | None:
+        """The JSON grammar when tools are shown: a call of a tool not withheld, or a
+        reply (the only choice when every shown tool is withheld)."""
+        if not request.tools:
             return None
         # Not canonical: the grammar writes properties in schema order, and "tool" must
         # come first so that the model commits to a tool before writing arguments.
-        schema = json.dumps(output_schema(tools))
+        schema = json.dumps(output_schema(request.callable_tools()))
         if self._grammar is None or self._grammar[0] != schema:
             self._grammar = (schema, LlamaGrammar.from_json_schema(schema, verbose=False))
         return self._grammar[1]

@@ -25,6 +25,7 @@ from schemas.chat import ChatMessage, ToolDefinition
 from schemas.context import ContextState, FoldBlock, Segment
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import AgentSpec
+from services.harness.builtins import RECALL
 
 DEFAULT_WINDOW = 4096
 """Tokens assumed for a model whose executor has not reported its window."""
@@ -71,6 +72,30 @@ def window_of(spec: AgentSpec, state: ContextState) -> int:
 def message_chars(message: ChatMessage) -> int:
     calls = sum(len(canonical([c.name, c.arguments])) for c in message.tool_calls)
     return len(message.content) + calls + 16
+
+
+def shown_messages(segment: Segment) -> tuple[tuple[int, ChatMessage], ...]:
+    """An earlier turn's messages as the prompt shows them, each with its index in the
+    turn. Its `recall` calls and their answers are left out: what they read is recorded
+    and can be read again, and shown again they only invite the model to read once more
+    instead of answering."""
+    shown: list[tuple[int, ChatMessage]] = []
+    for index, message in enumerate(segment.messages):
+        kept = _without_recall(message)
+        if kept is not None:
+            shown.append((index, kept))
+    return tuple(shown)
+
+
+def _without_recall(message: ChatMessage) -> ChatMessage | None:
+    if message.role == "tool":
+        return None if message.name == RECALL else message
+    calls = tuple(call for call in message.tool_calls if call.name != RECALL)
+    if len(calls) == len(message.tool_calls):
+        return message
+    if not calls and not message.content:
+        return None
+    return msgspec.structs.replace(message, tool_calls=calls)
 
 
 def tools_text(tools: Sequence[ToolDefinition]) -> str:
@@ -147,7 +172,7 @@ class Layers:
         fixed = message_chars(self.system) + len(tools_text(self.tools))
         if self.folds is not None:
             fixed += message_chars(self.folds)
-        shown = sum(message_chars(m) for s in self.recent for m in s.messages)
+        shown = sum(message_chars(m) for s in self.recent for _, m in shown_messages(s))
         return fixed + shown + sum(message_chars(m) for m in self.current)
 
 
@@ -215,10 +240,11 @@ def _entries(layers: Layers) -> list[_Entry]:
     entries: list[_Entry] = []
     counts: dict[int, int] = {}
     for segment in layers.recent:
-        for message in segment.messages:
-            index = counts.get(segment.turn, 0)
-            counts[segment.turn] = index + 1
-            entries.append(_Entry(segment.turn, index, message))
+        # A turn may span segments (a late child's report): indices go on across them.
+        first = counts.get(segment.turn, 0)
+        counts[segment.turn] = first + len(segment.messages)
+        for index, message in shown_messages(segment):
+            entries.append(_Entry(segment.turn, first + index, message))
     entries += [_Entry(layers.turn, i, m) for i, m in enumerate(layers.current)]
     return entries
 

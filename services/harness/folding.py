@@ -20,6 +20,7 @@ from services.harness.context import (
     Layers,
     kept_blocks,
     message_chars,
+    shown_messages,
     summary_chars,
 )
 
@@ -39,7 +40,8 @@ class FoldPlan:
 
 
 def segment_chars(segment: Segment) -> int:
-    return sum(message_chars(m) for m in segment.messages)
+    """Characters the segment takes in the prompt."""
+    return sum(message_chars(m) for _, m in shown_messages(segment))
 
 
 def plan_fold(layers: Layers, budget: Budget, estimate: Estimate) -> FoldPlan | None:
@@ -64,7 +66,7 @@ def plan_fold(layers: Layers, budget: Budget, estimate: Estimate) -> FoldPlan | 
 def transcript(segments: tuple[Segment, ...], limit: int) -> str:
     lines = []
     for segment in segments:
-        for message in segment.messages:
+        for _, message in shown_messages(segment):
             who = message.name or message.role
             lines.append(f"Turn {segment.turn}, {who}: {message.content}")
     text = "\n".join(lines)

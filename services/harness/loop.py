@@ -315,8 +315,9 @@ def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, 
 
 
 RECALLS_PER_TURN = 3
-"""After this many `recall` calls in a turn it is no longer shown: a small model shown it
-can call it round after round and never answer."""
+"""After this many `recall` calls in a turn it is withheld: still shown (the prompt's
+prefix stays the same) but no longer callable, so the model answers. A small model shown
+it can call it round after round and never answer."""
 
 
 def _recalls(turn: TurnState) -> int:
@@ -325,11 +326,12 @@ def _recalls(turn: TurnState) -> int:
 
 def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
-    room = _recalls(turn) < RECALLS_PER_TURN
-    layers = _layers(given, turn, view, recall=room and view.state.folds > 0)
+    layers = _layers(given, turn, view, recall=view.state.folds > 0)
     messages, was_cut = assemble(layers, budget, estimate)
-    if room and was_cut and view.state.folds == 0:
+    if was_cut and view.state.folds == 0:
         layers = _layers(given, turn, view, recall=True)
+    shown = {tool.name for tool in layers.tools}
+    spent = RECALL in shown and _recalls(turn) >= RECALLS_PER_TURN
     request = ModelRequest(
         model=turn.spec.model,
         fallback=turn.spec.fallback,
@@ -341,6 +343,7 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
         agent=given.address,
         turn=turn.number,
         round=turn.round,
+        withheld=(RECALL,) if spent else (),
     )
     return CallModel(request, layers.fingerprint, layers.folds_fingerprint)
 

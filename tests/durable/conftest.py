@@ -116,3 +116,20 @@ def address(request: pytest.FixtureRequest) -> str:
     name = request.node.name.lower().replace("[", "-").replace("]", "")
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-_")
     return f"test.{name}-{next(_counter)}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Figures tests report with `record_property`, printed after the run (the suite
+    writes no JUnit file for them to land in)."""
+    reports = [
+        report
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "user_properties", None) and report.when == "call"
+    ]
+    if not reports:
+        return
+    terminalreporter.section("figures reported by tests")
+    for report in reports:
+        for name, value in report.user_properties:
+            terminalreporter.write_line(f"{report.nodeid}: {name} = {value}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
@@ -121,3 +122,12 @@ def test_sse_lines_and_error_bodies() -> None:
     assert error_message(b'{"error": {"message": "bad model"}}') == "bad model"
     assert error_message(b"<html>\n  Bad Gateway\n</html>") == "<html> Bad Gateway </html>"
     assert error_message(b"") == "(no message)"
+
+
+def test_withheld_tools_are_left_out_and_with_none_left_none_may_be_called() -> None:
+    some = request_body("m", msgspec.structs.replace(REQUEST, withheld=("echo",)), 8)
+    assert [tool["function"]["name"] for tool in some["tools"]] == ["add"]
+    assert some["tool_choice"] == "auto"
+    every = request_body("m", msgspec.structs.replace(REQUEST, withheld=("add", "echo")), 8)
+    assert [tool["function"]["name"] for tool in every["tools"]] == ["add", "echo"]
+    assert every["tool_choice"] == "none"

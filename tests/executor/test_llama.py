@@ -117,7 +117,8 @@ def test_tool_calls_and_results_are_rendered_as_the_model_wrote_and_named() -> N
         ('{"reply": "It is sunny and', "It is sunny and"),
         ('{"reply": "a \\"quoted\\" word and \\u00e9', 'a "quoted" word and \u00e9'),
         ('{"reply": "cut in an escape \\u00', "cut in an escape "),
-        ('{"tool": "add", "argu', '{"tool": "add", "argu'),
+        ('{"tool": "add", "argu', ""),
+        ('{\n  "tool": "recall", "arguments": {"turn": 32, "message": 1', ""),
     ],
 )
 def test_a_reply_cut_by_max_tokens_comes_back_as_its_text_not_an_error(raw: str, text: str) -> None:
@@ -190,6 +191,24 @@ def test_with_tools_the_output_is_a_valid_call_or_reply(
         assert call.id == f"call_{len(history) // 3}"
     if not reply.message.tool_calls:
         assert not reply.message.content.startswith("{")
+
+
+def test_a_withheld_tool_is_shown_but_its_call_is_not_taken() -> None:
+    request = ask(SYSTEM, user("x"), tools=TOOLS, withheld=("add",))
+    assert render_prompt(request) == render_prompt(ask(SYSTEM, user("x"), tools=TOOLS))
+    written = '{"tool": "add", "arguments": {"a": 1, "b": 2}}'
+    message, finish = parse_output(written, request, "stop")
+    assert (message.tool_calls, finish) == ((), "stop")
+
+
+@pytest.mark.model
+def test_with_every_tool_withheld_the_model_can_only_reply(executor: LlamaExecutor) -> None:
+    history = (user("Add 2 and 3 with the add tool."),)
+    request = ask(SYSTEM, *history, tools=(ADD,), withheld=("add",), max_tokens=48)
+    reply = executor.generate(request, threading.Event())
+    assert reply.message.tool_calls == ()
+    assert reply.message.content.strip()
+    assert not reply.message.content.lstrip().startswith("{")
 
 
 @pytest.mark.model

@@ -200,12 +200,37 @@ def test_the_summary_request_is_bounded_by_the_window() -> None:
     assert Estimate(ContextState()).tokens(chars) + request.max_tokens <= LIMITS.context_window
 
 
-def test_recall_is_no_longer_shown_once_a_turn_called_it_three_times() -> None:
+def test_recall_is_withheld_once_a_turn_called_it_three_times_and_the_prefix_stays() -> None:
     call = {"calls": [{"name": "recall", "arguments": {}}]}
     text = script(call, call, call, {"reply": "done"})
     folded = ContextState(segments=5, folded=3, folds=1, blocks=(FoldBlock(1, 3, "Earlier."),))
     recording = run_in_process(given(5, folded, text=text), follow_directives)
-    calls = [c.request for c in recording.commands if isinstance(c, CallModel)]
-    shown = [[t.name for t in r.tools] for r in calls]
-    assert shown == [["recall"]] * 3 + [[]]
+    calls = [c for c in recording.commands if isinstance(c, CallModel)]
+    assert [[t.name for t in c.request.tools] for c in calls] == [["recall"]] * 4
+    assert [c.request.withheld for c in calls] == [(), (), (), ("recall",)]
+    assert calls[3].request.callable_tools() == ()
+    assert len({(c.fingerprint, c.folds_fingerprint) for c in calls}) == 1
     assert recording.commands[-1] == Reply("done")
+
+
+def test_earlier_turns_recall_exchanges_are_not_shown_again_and_cuts_keep_their_index() -> None:
+    read = ToolCall("call_0", "recall", {"turn": 1})
+    big = "z" * 1_500
+    earlier = Segment(
+        4,
+        (
+            ChatMessage(role="user", content="what did I say first?"),
+            ChatMessage(role="assistant", content="", tool_calls=(read,)),
+            ChatMessage(role="tool", content='{"turns": []}', tool_call_id="call_0", name="recall"),
+            ChatMessage(role="assistant", content=big),
+        ),
+    )
+    state = ContextState(segments=4, folded=3, folds=1, blocks=(FoldBlock(1, 3, "Earlier."),))
+    base = given(4, state)
+    recording = run_in_process(
+        TurnInput(base.address, base.turn, (earlier,), base.tools, state), follow_directives
+    )
+    shown = first(recording, CallModel).request.messages
+    assert [m.role for m in shown] == ["system", "system", "user", "assistant", "user"]
+    assert all(not m.tool_calls and m.name != "recall" for m in shown)
+    assert "call recall with turn=4, message=3, offset=" in shown[3].content
