@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -91,9 +92,9 @@ def stack_settings(home: Path) -> Settings:
     )
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    settings = stack_settings(tmp_path_factory.mktemp("home"))
+@contextmanager
+def live_stack(settings: Settings) -> Iterator[LiveStack]:
+    """restate-server and the endpoint on `settings`, registered; stopped on the way out."""
     restate = RestateServer(settings)
     endpoint = Endpoint(settings)
     restate.start()
@@ -105,6 +106,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         ingress.close()
     finally:
         stop_all(restate, endpoint)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    with live_stack(stack_settings(tmp_path_factory.mktemp("home"))) as live:
+        yield live
 
 
 _counter = iter(range(1_000_000))

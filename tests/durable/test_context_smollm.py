@@ -18,12 +18,9 @@ from services.cli.talk import EXAMPLE_SPEC, print_events
 from services.executor.llama import LlamaExecutor, bundled_model_path
 from services.executor.prompt_cache import common_prefix
 from services.harness.builtins import RECALL_DEFINITION
-from services.ingress import Ingress
 from services.specs import load_spec
 from services.stack import isolated_settings
-from services.stack.endpoint import Endpoint
-from services.stack.restate import RestateServer, register
-from tests.durable.conftest import LiveStack, stop_all
+from tests.durable.conftest import LiveStack, live_stack
 
 pytestmark = [pytest.mark.durable, pytest.mark.model]
 
@@ -48,17 +45,8 @@ QUESTIONS = (
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     home: Path = tmp_path_factory.mktemp("small-window")
-    settings = isolated_settings(home, model_context=WINDOW)
-    restate, endpoint = RestateServer(settings), Endpoint(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
-        ingress = Ingress(settings.ingress_url)
-        yield LiveStack(settings, restate, endpoint, ingress)
-        ingress.close()
-    finally:
-        stop_all(restate, endpoint)
+    with live_stack(isolated_settings(home, model_context=WINDOW)) as live:
+        yield live
 
 
 def prefix_tokens(spec: AgentSpec) -> int:

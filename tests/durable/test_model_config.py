@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,28 +13,12 @@ import pytest
 from schemas.spec import AgentSpec
 from schemas.wake import Message
 from services.contracts import PUBLISH
-from services.ingress import Ingress, IngressError
-from services.settings import Settings
-from services.stack import Endpoint, RestateServer, isolated_settings, register
+from services.ingress import IngressError
+from services.stack import isolated_settings
 from services.stack.process import free_port
-from tests.durable.conftest import LiveStack, stop_all
+from tests.durable.conftest import LiveStack, live_stack
 
 pytestmark = pytest.mark.durable
-
-
-@contextmanager
-def live_stack(settings: Settings) -> Iterator[LiveStack]:
-    restate = RestateServer(settings)
-    endpoint = Endpoint(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
-        ingress = Ingress(settings.ingress_url)
-        yield LiveStack(settings, restate, endpoint, ingress)
-        ingress.close()
-    finally:
-        stop_all(restate, endpoint)
 
 
 @pytest.fixture
