@@ -22,6 +22,8 @@ class CallModel(msgspec.Struct, frozen=True, tag="call_model"):
     """sha256 of the prompt's instructions and tool definitions (layer 0)."""
     folds_fingerprint: str = ""
     """sha256 of layer 0 and the fold summaries after it (layer 1)."""
+    prompt_chars: int = 0
+    """Characters the request's messages and tools take."""
 
 
 class Summarize(msgspec.Struct, frozen=True, tag="summarize"):

@@ -52,7 +52,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     offer = deployment_offer(config)
     tools = load_tools(config.home, config.tool_modules)
     services += [
-        agent_object(tools, load_observers(config.observer_modules), model, offer),
+        agent_object(tools, load_observers(config.observer_modules), model, offer, live=projection),
         offer_specs(offer),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]

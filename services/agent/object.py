@@ -22,6 +22,7 @@ from schemas.wake import Message, Stop, WakeEnvelope
 from services.agent.observers import Observer
 from services.agent.rounds import LocalModel
 from services.agent.store import Reader
+from services.agent.timeline import LiveProjection
 from services.agent.wake import WakeDriver, status
 from services.contracts import AGENT, APPROVALS, STATUS, STOP, TIMELINE, WAKE
 from services.durable import send
@@ -37,10 +38,14 @@ def agent_object(
     observers: list[Observer] | None = None,
     model: LocalModel | None = None,
     offer: Offer | None = None,
+    *,
+    live: LiveProjection | None = None,
 ) -> restate.VirtualObject:
     """`model`, when given, runs model steps in this process as local journaled steps;
     without it they are durable calls to the `Model` service. `offer` names the models and
-    tools a spec sent with a message may use."""
+    tools a spec sent with a message may use. `live`, when given, is the projection in this
+    process: the wake writes its events there itself; without it every flush is sent to
+    the `Projector`."""
     agent = restate.VirtualObject(
         AGENT,
         description="An AI agent: handles one wake at a time and records a timeline.",
@@ -54,7 +59,7 @@ def agent_object(
         address = _address(ctx.key())
         envelope = _decode(raw)
         _check_inline(envelope, offer)
-        driver = WakeDriver(ctx, address, tools, observers or [], model)
+        driver = WakeDriver(ctx, address, tools, observers or [], model, live=live)
         return await driver.run(envelope.wake)
 
     @agent.handler(name=STOP.name, kind="shared")

@@ -181,7 +181,7 @@ class Rounds:
         self._clock.saw(reply.started, reply.finished)
         self._timeline.stamp(reply.started)
         self.turn = msgspec.structs.replace(self.turn, usage=add(self.turn.usage, reply.usage))
-        self.context = observed(self.context, request, reply)
+        self.context = observed(self.context, command.prompt_chars, reply)
         message = reply.message
         fallbacks = (ModelFallback(f.model, f.next, f.reason) for f in reply.fallbacks)
         body = ModelMessage(

@@ -2,9 +2,21 @@
 
 An event gets its seq when it is added and its time from the journaled step it belongs
 to (`stamp`): events before a step take the step's start, events after it its end. A
-flush writes the buffered events as one new chunk (each event is written once) and sends
-them to the projector in one batch. Only an event that no step timed (a wake that runs
-no step) costs a journaled clock read, once per flush.
+flush writes the buffered events as one new chunk (each event is written once).
+
+The projection in this process (`LiveProjection`) learns of them as they are flushed:
+each flush hands it its events without a round trip and without waiting for the commit,
+so a follower sees a round as soon as it is flushed. The wake's last flush then makes
+sure: one journaled step writes every event of the wake and returns once they are
+committed. A wake that dies before that step replays and writes them then; a step that
+cannot write them (the projection is broken) gives up after a few attempts and sends
+them to the `Projector` instead, which retries on its own. Every write is an upsert by
+seq, so an event that arrives twice is written once.
+
+Handing an event over before the wake ends is safe because a flush only holds events
+that journaled steps already decided (a step's result is durable once `ctx.run` returns
+it): a replay adds the same events with the same seqs and times, so the projection never
+shows an event that the agent later takes back.
 
 Every event is flushed before the wake returns; a crash before that replays the wake,
 which adds the same events with the same seqs and times again.
@@ -15,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 import restate
 
@@ -25,6 +38,22 @@ from services.agent.observers import Observer, notify
 from services.agent.store import Store
 from services.contracts import PROJECT_EVENTS
 from services.durable import send
+
+PROJECTED = "projected"
+"""The name of the wake's last step, which writes its events to the projection."""
+
+ATTEMPTS = 3
+"""Attempts at that step before its events go to the `Projector` instead."""
+
+
+class LiveProjection(Protocol):
+    """The projection, served by this process."""
+
+    def offer(self, batch: EventBatch) -> None:
+        """Queue the batch for the next commit and return at once; never raises."""
+
+    async def write(self, batch: EventBatch) -> None:
+        """Return once the batch is committed."""
 
 
 @dataclass
@@ -44,13 +73,18 @@ class Timeline:
         address: str,
         mark: TimelineMark,
         observers: Sequence[Observer] = (),
+        *,
+        live: LiveProjection | None = None,
     ) -> None:
         self._ctx = ctx
         self._store = store
         self._address = address
         self.mark = mark
         self._observers = observers
+        self._live = live
         self._buffer: list[_Pending] = []
+        self._unsent: list[Event] = []
+        """Flushed events the projection is not sure to hold yet."""
         self._seq = mark.last_seq
 
     def add(self, turn: int, round_: int, *bodies: EventBody, at: float | None = None) -> None:
@@ -69,10 +103,23 @@ class Timeline:
             if pending.at is None:
                 pending.at = at
 
-    async def flush(self, status: AgentState, clock: Callable[[], Awaitable[float]]) -> None:
-        """Write the buffered events as one chunk and send them to the projector."""
-        if not self._buffer:
-            return
+    async def flush(
+        self, status: AgentState, clock: Callable[[], Awaitable[float]], *, last: bool = False
+    ) -> None:
+        """Write the buffered events as one chunk and hand them to the projection; the
+        wake's `last` flush makes sure the projection holds every event of the wake."""
+        if self._buffer:
+            events = await self._chunk(clock)
+            self._unsent.extend(events)
+            if self._live is None:
+                self._send(status)
+            else:
+                self._live.offer(EventBatch(events, status))
+            notify(self._observers, events)
+        if last and self._unsent:
+            await self._project(status)
+
+    async def _chunk(self, clock: Callable[[], Awaitable[float]]) -> tuple[Event, ...]:
         if any(pending.at is None for pending in self._buffer):
             self.stamp(await clock())
         events = tuple(
@@ -89,5 +136,21 @@ class Timeline:
         self._buffer.clear()
         self._store.write_chunk(self.mark.chunks, Chunk(events))
         self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
-        send(self._ctx, PROJECT_EVENTS, EventBatch(events, status), key=self._address)
-        notify(self._observers, events)
+        return events
+
+    async def _project(self, status: AgentState) -> None:
+        live = self._live
+        assert live is not None
+        batch = EventBatch(tuple(self._unsent), status)
+        options: restate.RunOptions[None] = restate.RunOptions(max_attempts=ATTEMPTS)
+        try:
+            await self._ctx.run_typed(PROJECTED, live.write, options, batch)
+        except restate.TerminalError:
+            self._send(status)
+        self._unsent.clear()
+
+    def _send(self, status: AgentState) -> None:
+        if self._unsent:
+            batch = EventBatch(tuple(self._unsent), status)
+            send(self._ctx, PROJECT_EVENTS, batch, key=self._address)
+            self._unsent.clear()

@@ -2,7 +2,8 @@
 
 Per wake: the clock, the record and the recent copy of the verbatim history read in one
 round trip; the record written once at the end; one segment written per turn that ends
-(and the recent copy rewritten); the timeline flushed as chunks.
+(and the recent copy rewritten); the timeline flushed as chunks, each handed to the
+projection at once, and one step at the end that makes sure the projection holds them.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from services.agent.machine import (
 from services.agent.observers import Observer
 from services.agent.rounds import CANCELLED, LocalModel, Rounds, definitions
 from services.agent.store import Store
-from services.agent.timeline import Timeline
+from services.agent.timeline import LiveProjection, Timeline
 from services.contracts import LATEST_SPEC, WAKE
 from services.durable import call, send
 from services.harness.loop import TurnInput
@@ -53,6 +54,8 @@ class WakeDriver:
         tools: ToolRegistry,
         observers: Sequence[Observer],
         model: LocalModel | None,
+        *,
+        live: LiveProjection | None = None,
     ) -> None:
         self._ctx = ctx
         self._address = address
@@ -61,6 +64,7 @@ class WakeDriver:
         self._store = Store(ctx)
         self._clock = Clock(ctx)
         self._model = model
+        self._live = live
         self._running = False
 
     async def run(self, wake: Wake) -> WakeResult:
@@ -69,7 +73,7 @@ class WakeDriver:
         self._clock.saw(await started)
         record = await self._migrated(self._loaded)
         self._timeline = Timeline(
-            self._ctx, self._store, self._address, record.timeline, self._observers
+            self._ctx, self._store, self._address, record.timeline, self._observers, live=self._live
         )
         self._rounds = Rounds(
             self._ctx,
@@ -150,7 +154,7 @@ class WakeDriver:
     async def _finish(self, record: AgentRecord) -> AgentRecord:
         """Flush what is left of the timeline and write the record (if it changed): the
         wake's end. Returns the record as written."""
-        await self._timeline.flush(state_of(record.turn), self._clock.read)
+        await self._timeline.flush(state_of(record.turn), self._clock.read, last=True)
         await self._store.keep_recent(record.context)
         if record.timeline != self._timeline.mark:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)

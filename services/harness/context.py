@@ -23,7 +23,7 @@ import msgspec
 
 from schemas.chat import ChatMessage, ToolDefinition
 from schemas.context import ContextState, FoldBlock, Segment
-from schemas.model import ModelReply, ModelRequest
+from schemas.model import ModelReply
 from schemas.spec import AgentSpec
 from services.harness.builtins import RECALL
 
@@ -105,10 +105,6 @@ def tools_text(tools: Sequence[ToolDefinition]) -> str:
     )
 
 
-def request_chars(request: ModelRequest) -> int:
-    return sum(message_chars(m) for m in request.messages) + len(tools_text(request.tools))
-
-
 class Estimate:
     """Characters to tokens for one agent's model, from its last count."""
 
@@ -125,8 +121,9 @@ class Estimate:
         return max(int(tokens / self._ratio), 1)
 
 
-def observed(state: ContextState, request: ModelRequest, reply: ModelReply) -> ContextState:
-    """The state after a model call: its window and its count of the prompt."""
+def observed(state: ContextState, prompt_chars: int, reply: ModelReply) -> ContextState:
+    """The state after a model call on a prompt of `prompt_chars` characters: its window
+    and its count of the prompt."""
     return ContextState(
         segments=state.segments,
         folded=state.folded,
@@ -134,7 +131,7 @@ def observed(state: ContextState, request: ModelRequest, reply: ModelReply) -> C
         blocks=state.blocks,
         window=reply.window or state.window,
         prompt_tokens=reply.usage.prompt_tokens or state.prompt_tokens,
-        prompt_chars=request_chars(request) if reply.usage.prompt_tokens else state.prompt_chars,
+        prompt_chars=prompt_chars if reply.usage.prompt_tokens else state.prompt_chars,
     )
 
 
@@ -146,13 +143,57 @@ def folds_message(blocks: Sequence[FoldBlock]) -> ChatMessage | None:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A message of the history, with the turn it belongs to and its index there."""
+
+    turn: int
+    index: int
+    message: ChatMessage
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The verbatim history as the prompt shows it, worked out once when a wake loads it
+    (and again when a fold moves past some of it), not at every round."""
+
+    segments: tuple[Segment, ...]
+    entries: tuple[Entry, ...]
+    sizes: tuple[int, ...]
+    """Characters each segment takes in the prompt."""
+
+    @property
+    def chars(self) -> int:
+        return sum(self.sizes)
+
+    def after(self, count: int) -> Shown:
+        """What is shown once the oldest `count` segments are folded."""
+        return shown_history(self.segments[count:])
+
+
+def shown_history(segments: tuple[Segment, ...]) -> Shown:
+    entries: list[Entry] = []
+    sizes: list[int] = []
+    counts: dict[int, int] = {}
+    for segment in segments:
+        # A turn may span segments (a late child's report): indices go on across them.
+        first = counts.get(segment.turn, 0)
+        counts[segment.turn] = first + len(segment.messages)
+        size = 0
+        for index, message in shown_messages(segment):
+            entries.append(Entry(segment.turn, first + index, message))
+            size += message_chars(message)
+        sizes.append(size)
+    return Shown(segments, tuple(entries), tuple(sizes))
+
+
+@dataclass(frozen=True)
 class Layers:
     """The prompt's layers before cuts, with their fingerprints."""
 
     system: ChatMessage
     tools: tuple[ToolDefinition, ...]
     folds: ChatMessage | None
-    recent: tuple[Segment, ...]
+    recent: Shown
     current: tuple[ChatMessage, ...]
     turn: int
 
@@ -172,8 +213,7 @@ class Layers:
         fixed = message_chars(self.system) + len(tools_text(self.tools))
         if self.folds is not None:
             fixed += message_chars(self.folds)
-        shown = sum(message_chars(m) for s in self.recent for _, m in shown_messages(s))
-        return fixed + shown + sum(message_chars(m) for m in self.current)
+        return fixed + self.recent.chars + sum(message_chars(m) for m in self.current)
 
 
 @dataclass(frozen=True)
@@ -215,7 +255,7 @@ def layers_of(
     *,
     tools: tuple[ToolDefinition, ...],
     state: ContextState,
-    recent: tuple[Segment, ...],
+    recent: Shown,
     current: tuple[ChatMessage, ...],
     turn: int,
 ) -> Layers:
@@ -229,27 +269,14 @@ def cut_marker(total: int, shown: int, turn: int, index: int) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Entry:
-    turn: int
-    index: int
-    message: ChatMessage
+def _entries(layers: Layers) -> list[Entry]:
+    return [
+        *layers.recent.entries,
+        *(Entry(layers.turn, i, m) for i, m in enumerate(layers.current)),
+    ]
 
 
-def _entries(layers: Layers) -> list[_Entry]:
-    entries: list[_Entry] = []
-    counts: dict[int, int] = {}
-    for segment in layers.recent:
-        # A turn may span segments (a late child's report): indices go on across them.
-        first = counts.get(segment.turn, 0)
-        counts[segment.turn] = first + len(segment.messages)
-        for index, message in shown_messages(segment):
-            entries.append(_Entry(segment.turn, first + index, message))
-    entries += [_Entry(layers.turn, i, m) for i, m in enumerate(layers.current)]
-    return entries
-
-
-def _cut(entry: _Entry, shown: int) -> ChatMessage:
+def _cut(entry: Entry, shown: int) -> ChatMessage:
     content = entry.message.content
     if len(content) <= shown:
         return entry.message
@@ -263,11 +290,18 @@ def _cut(entry: _Entry, shown: int) -> ChatMessage:
     )
 
 
-def assemble(
-    layers: Layers, budget: Budget, estimate: Estimate
-) -> tuple[tuple[ChatMessage, ...], bool]:
+@dataclass(frozen=True)
+class Prompt:
+    messages: tuple[ChatMessage, ...]
+    cut: bool
+    """Whether any message was cut."""
+    chars: int
+    """Characters the messages take in the prompt (its tools are counted apart)."""
+
+
+def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     """The prompt's messages, L0 to L3, each message cut to its share of the budget, and
-    the largest cut further while the whole is over budget. True when any was cut."""
+    the largest cut further while the whole is over budget."""
     entries = _entries(layers)
     cap = min(max(estimate.chars(budget.prompt * MESSAGE_SHARE), MIN_SHOWN), MAX_SHOWN)
     shown = [min(len(e.message.content), cap) for e in entries]
@@ -280,4 +314,5 @@ def assemble(
     messages = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
     head = [layers.system] if layers.folds is None else [layers.system, layers.folds]
     was_cut = any(size < len(e.message.content) for e, size in zip(entries, shown, strict=True))
-    return (*head, *messages), was_cut
+    chars = fixed - len(tools_text(layers.tools)) + sum(len(m.content) for m in messages)
+    return Prompt((*head, *messages), was_cut, chars)

@@ -19,7 +19,6 @@ from services.harness.context import (
     Estimate,
     Layers,
     kept_blocks,
-    message_chars,
     shown_messages,
     summary_chars,
 )
@@ -39,25 +38,20 @@ class FoldPlan:
     tokens_before: int
 
 
-def segment_chars(segment: Segment) -> int:
-    """Characters the segment takes in the prompt."""
-    return sum(message_chars(m) for _, m in shown_messages(segment))
-
-
 def plan_fold(layers: Layers, budget: Budget, estimate: Estimate) -> FoldPlan | None:
     """Fold when the prompt would pass the high mark: the oldest verbatim turns, until
     what is left (with room for the summary) is under the low mark."""
     chars = layers.chars()
     before = estimate.tokens(chars)
-    if before <= budget.high or not layers.recent:
+    if before <= budget.high or not layers.recent.segments:
         return None
     chars += summary_chars(budget, estimate) + 32
     if layers.folds is None:
         chars += len(FOLDS_HEADER) + 16
     taken: list[Segment] = []
-    for segment in layers.recent:
+    for segment, size in zip(layers.recent.segments, layers.recent.sizes, strict=True):
         taken.append(segment)
-        chars -= segment_chars(segment)
+        chars -= size
         if estimate.tokens(chars) <= budget.low:
             break
     return FoldPlan(tuple(taken), before)

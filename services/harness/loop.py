@@ -47,10 +47,13 @@ from services.harness.context import (
     Budget,
     Estimate,
     Layers,
+    Shown,
     assemble,
     layers_of,
     observed,
+    shown_history,
     summary_chars,
+    tools_text,
 )
 from services.harness.folding import extractive, folded, plan_fold, summary_request, usable
 
@@ -73,7 +76,7 @@ class _View:
     """What the prompt shows of the history, as the turn's folds change it."""
 
     state: ContextState
-    recent: tuple[Segment, ...]
+    recent: Shown
 
 
 def run_turn(given: TurnInput) -> Turn:
@@ -99,7 +102,7 @@ def run_turn(given: TurnInput) -> Turn:
 
 
 def _rounds(given: TurnInput, turn: TurnState) -> Turn:
-    view = _View(given.context, given.recent)
+    view = _View(given.context, shown_history(given.recent))
     while True:
         if turn.round >= turn.spec.limits.max_rounds:
             yield Fail(
@@ -112,7 +115,7 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
         command = _model_call(given, turn, view)
         reply = yield command
         assert isinstance(reply, ModelReply)
-        view = _View(observed(view.state, command.request, reply), view.recent)
+        view = _View(observed(view.state, command.prompt_chars, reply), view.recent)
         turn = _append(turn, reply.message)
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
@@ -305,7 +308,7 @@ def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, 
     text = usable(answer.reply, limit)
     summary = text or extractive(plan.segments, limit)
     state = folded(view.state, plan, summary, budget, estimate)
-    after = _View(state, view.recent[len(plan.segments) :])
+    after = _View(state, view.recent.after(len(plan.segments)))
     tokens = estimate.tokens(_layers(given, turn, after, recall=True).chars())
     reason = "" if text else answer.problem or "The summary step wrote nothing usable."
     block = state.blocks[-1]
@@ -327,8 +330,8 @@ def _recalls(turn: TurnState) -> int:
 def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
     layers = _layers(given, turn, view, recall=view.state.folds > 0)
-    messages, was_cut = assemble(layers, budget, estimate)
-    if was_cut and view.state.folds == 0:
+    prompt = assemble(layers, budget, estimate)
+    if prompt.cut and view.state.folds == 0:
         layers = _layers(given, turn, view, recall=True)
     shown = {tool.name for tool in layers.tools}
     spent = RECALL in shown and _recalls(turn) >= RECALLS_PER_TURN
@@ -336,7 +339,7 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
         model=turn.spec.model,
         fallback=turn.spec.fallback,
         local_only=turn.spec.local_only,
-        messages=messages,
+        messages=prompt.messages,
         tools=layers.tools,
         max_tokens=turn.spec.limits.max_tokens,
         call_key=f"{given.address}/t{turn.number}/r{turn.round}",
@@ -345,7 +348,8 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
         round=turn.round,
         withheld=(RECALL,) if spent else (),
     )
-    return CallModel(request, layers.fingerprint, layers.folds_fingerprint)
+    chars = prompt.chars + len(tools_text(layers.tools))
+    return CallModel(request, layers.fingerprint, layers.folds_fingerprint, chars)
 
 
 def _idempotency_key(address: str, turn: TurnState, call: ToolCall) -> str:

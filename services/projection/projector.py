@@ -1,7 +1,10 @@
 """The `Projector` service: the one writer of the projections.
 
 Agents send it batches of timeline events, tenants every spec and key change, one-way;
-each write is an upsert, so Restate's at-least-once redelivery is harmless. Writes are
+each write is an upsert, so Restate's at-least-once redelivery is harmless. Agents served
+by this process write their events here directly instead (`offer` as each round is
+flushed, `write` in the journaled step that ends a wake): the same upserts, without an
+invocation; they send the `Projector` only the events that step could not write. Writes are
 group-committed: invocations that arrive while a transaction is being written queue their
 records, and the next transaction writes all of them, so many agents' batches cost one
 commit. An invocation returns only once its records are committed. `rebuild` throws the
@@ -11,6 +14,7 @@ file away and reads everything back from the source of truth.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +30,7 @@ from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
 
 T = TypeVar("T")
+log = logging.getLogger("teaspill.projection")
 Tell = Callable[[Mapping[str, int]], None]
 """Told, after each commit, every agent whose events it held and its newest seq there."""
 
@@ -38,11 +43,16 @@ class _Records:
     specs: Sequence[PublishedSpec] = ()
     keys: Sequence[ApiKey] = ()
     statuses: Mapping[str, Decided] = field(default_factory=dict)
-    done: asyncio.Future[None] = field(
+    done: asyncio.Future[None] | None = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    """None for records nobody waits for (`Projection.offer`)."""
 
     def settle(self, error: BaseException | None) -> None:
+        if self.done is None:
+            if error is not None:
+                log.warning("a flushed batch was not projected (its wake will write it): %s", error)
+            return
         if self.done.done():
             return  # its invocation was cancelled meanwhile; the write stands
         if error is None:
@@ -74,10 +84,24 @@ class Projection:
         """Queue the records; return once a transaction holding them is committed.
         `statuses`: each agent's status as the agent decided it, and the seq it holds at."""
         records = _Records(events, specs, keys, statuses or {})
+        self._enqueue(records)
+        assert records.done is not None
+        await records.done
+
+    def offer(self, batch: EventBatch) -> None:
+        """Queue an agent's batch for the next transaction and return at once. For a
+        batch that is written again before its wake ends: one that fails here is logged."""
+        if not self._closed:
+            self._enqueue(_Records(batch.events, statuses=decided(batch), done=None))
+
+    async def write(self, batch: EventBatch) -> None:
+        """Return once an agent's batch is committed."""
+        await self.record(events=batch.events, statuses=decided(batch))
+
+    def _enqueue(self, records: _Records) -> None:
         self._queue.append(records)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name="projection writer")
-        await records.done
 
     async def replace(self, fill: Callable[[ProjectionStore], Awaitable[T]]) -> T:
         """Start from an empty file and fill it while every other write waits."""
@@ -143,6 +167,13 @@ class ProjectionClosedError(RuntimeError):
     pass
 
 
+def decided(batch: EventBatch) -> dict[str, Decided]:
+    """The agent's status as the batch decides it, at its last event."""
+    if batch.status is None or not batch.events:
+        return {}
+    return {batch.events[-1].agent: Decided(batch.status, batch.events[-1].seq)}
+
+
 def newest_statuses(group: Sequence[_Records]) -> dict[str, Decided]:
     """Each agent's status as decided at its highest seq in the group."""
     newest: dict[str, Decided] = {}
@@ -177,10 +208,7 @@ def projector_service(
 
     @projector.handler(name=PROJECT_EVENTS.name)
     async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
-        decided = {}
-        if batch.status is not None and batch.events:
-            decided[batch.events[-1].agent] = Decided(batch.status, batch.events[-1].seq)
-        await projection.record(events=batch.events, statuses=decided)
+        await projection.write(batch)
 
     @projector.handler(name=PROJECT_SPEC.name)
     async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:
