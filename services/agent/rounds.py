@@ -194,6 +194,7 @@ class Rounds:
             folds_fingerprint=command.folds_fingerprint,
         )
         self._add(*fallbacks, body, at=reply.finished)
+        self._timeline.show()
         self.ledger = after_model(self.ledger, reply.usage, reply.finished)
         return reply
 
@@ -314,6 +315,7 @@ class Rounds:
             self._timeline.stamp(at)
         finished = ToolFinished(call_.id, call_.name, result.status, result.content)
         self._add(finished, *written, at=result.finished or None)
+        self._timeline.show()
         return result
 
     def _spawn(self, command: Spawn) -> Spawned:

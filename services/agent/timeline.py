@@ -83,6 +83,8 @@ class Timeline:
         self._observers = observers
         self._live = live
         self._buffer: list[_Pending] = []
+        self._shown = 0
+        """Buffered events already handed to the projection (the buffer's first ones)."""
         self._unsent: list[Event] = []
         """Flushed events the projection is not sure to hold yet."""
         self._seq = mark.last_seq
@@ -103,6 +105,21 @@ class Timeline:
             if pending.at is None:
                 pending.at = at
 
+    def show(self) -> None:
+        """Hand the projection, before their flush, the buffered events whose time is
+        known: called once a step returned, whose result (and so what it decided) is
+        durable. A follower sees a model's reply before the round's tool calls run."""
+        if self._live is None:
+            return
+        ready = []
+        for pending in self._buffer[self._shown :]:
+            if pending.at is None:
+                break
+            ready.append(self._event(pending))
+        if ready:
+            self._shown += len(ready)
+            self._live.offer(EventBatch(tuple(ready), "running"))
+
     async def flush(
         self, status: AgentState, clock: Callable[[], Awaitable[float]], *, last: bool = False
     ) -> None:
@@ -111,10 +128,11 @@ class Timeline:
         if self._buffer:
             events = await self._chunk(clock)
             self._unsent.extend(events)
+            shown, self._shown = self._shown, 0
             if self._live is None:
                 self._send(status)
-            else:
-                self._live.offer(EventBatch(events, status))
+            elif events[shown:]:
+                self._live.offer(EventBatch(events[shown:], status))
             notify(self._observers, events)
         if last and self._unsent:
             await self._project(status)
@@ -122,21 +140,15 @@ class Timeline:
     async def _chunk(self, clock: Callable[[], Awaitable[float]]) -> tuple[Event, ...]:
         if any(pending.at is None for pending in self._buffer):
             self.stamp(await clock())
-        events = tuple(
-            Event(
-                self._address,
-                p.seq,
-                p.turn,
-                p.round,
-                datetime.fromtimestamp(p.at or 0, UTC),
-                p.body,
-            )
-            for p in self._buffer
-        )
+        events = tuple(self._event(p) for p in self._buffer)
         self._buffer.clear()
         self._store.write_chunk(self.mark.chunks, Chunk(events))
         self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
         return events
+
+    def _event(self, p: _Pending) -> Event:
+        at = datetime.fromtimestamp(p.at or 0, UTC)
+        return Event(self._address, p.seq, p.turn, p.round, at, p.body)
 
     async def _project(self, status: AgentState) -> None:
         live = self._live
