@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -10,11 +11,13 @@ import msgspec
 import pytest
 
 from bench.rounds import bench_spec, turn_script
-from schemas.events import WakeResult
+from schemas.events import Event, TurnEnded, WakeResult
 from schemas.wake import Message, WakeEnvelope
+from services.agent.timeline import PROJECTED
 from services.contracts import AGENT, PROJECTOR, WAKE
-from services.stack.journal import Invocation, Journal, RestateAdmin
-from tests.durable.conftest import LiveStack, eventually
+from services.projection.store import ProjectionStore
+from services.stack.journal import RestateAdmin
+from tests.durable.conftest import LiveStack
 
 pytestmark = pytest.mark.durable
 
@@ -23,18 +26,16 @@ PER_ROUND = {
     "Command: Run": 2,  # the model step and the tool step
     "Notification: Run": 2,
     "Command: SetState": 1,  # the round's timeline chunk
-    "Command: OneWayCall": 1,  # the round's events to the projector
-    "Notification: CallInvocationId": 1,
 }
 PER_WAKE = {
     "Command: Input": 1,
     "Command: Output": 1,
-    "Command: Run": 1,  # the clock, read with the record: the turn's first events' time
-    "Notification: Run": 1,
+    # the clock, read with the record (the turn's first events' time), and the last step,
+    # which makes sure the projection holds the wake's events
+    "Command: Run": 2,
+    "Notification: Run": 2,
     # the first flush's chunk; running, the record, the history segment, the recent copy
     "Command: SetState": 5,
-    "Command: OneWayCall": 1,  # the first flush's events to the projector
-    "Notification: CallInvocationId": 1,
     "Command: GetLazyState": 2,  # the record and the recent copy, in one round trip
     "Notification: GetLazyState": 2,
     "Command: ClearState": 1,  # running
@@ -63,12 +64,15 @@ def wake(stack: LiveStack, address: str, turn: int) -> str:
     return answer.headers["x-restate-id"]
 
 
-def made_by(admin: RestateAdmin, invocation: str) -> list[Invocation]:
-    def finished() -> list[Invocation] | None:
-        made = [i for i in admin.invocations() if i.invoked_by_id == invocation]
-        return made if made and all(i.status == "completed" for i in made) else None
+def projected(stack: LiveStack, address: str) -> list[Event]:
+    async def read() -> list[Event]:
+        store = await ProjectionStore.open(stack.home / "projection.db")
+        try:
+            return await store.timeline(address, limit=1000)
+        finally:
+            await store.close()
 
-    return eventually(finished, 30, "the projector's invocations to finish")
+    return asyncio.run(read())
 
 
 def test_a_round_journals_its_two_steps_one_chunk_and_one_send(
@@ -86,20 +90,21 @@ def test_a_round_journals_its_two_steps_one_chunk_and_one_send(
     assert counted == budget
     steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
     assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
-                     "tool calculator call_0", "model script r3"]  # fmt: skip
+                     "tool calculator call_0", "model script r3", PROJECTED]  # fmt: skip
     assert "Command: Call" not in counted, "a co-located model is a local step, not a call"
+    assert "Command: OneWayCall" not in counted, "the projection is written in this process"
 
 
-def test_a_wake_makes_one_projector_invocation_per_round_and_one_more(
+def test_a_wake_invokes_nothing_and_its_events_are_projected_when_it_returns(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
     wake(stack, address, 1)
     invocation = wake(stack, address, 2)
-    made = made_by(admin, invocation)
-    assert {i.target_service_name for i in made} == {PROJECTOR}
-    assert len(made) <= ROUNDS + 1
-    journals: list[Journal] = admin.journals([i.id for i in made])
-    assert all(j.size.entries == 2 for j in journals)  # input and output
+    assert [i for i in admin.invocations() if i.invoked_by_id == invocation] == []
+    events = stack.events(address)
+    assert isinstance(events[-1].body, TurnEnded)
+    assert events[-1].turn == 2
+    assert projected(stack, address) == events
 
 
 def test_journal_bytes_do_not_grow_with_the_timeline(

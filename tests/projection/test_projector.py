@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from schemas.catalog import ApiKey, PublishedSpec
+from schemas.catalog import ApiKey, EventBatch, PublishedSpec
 from schemas.events import Event
 from schemas.spec import AgentSpec
-from services.projection.projector import Projection
+from services.projection.projector import Projection, ProjectionClosedError
 from services.projection.store import ProjectionStore
 from tests.projection.test_store import T0, timeline
 
@@ -143,3 +143,43 @@ async def test_a_closed_projection_refuses_writes_so_restate_retries_them(tmp_pa
     await projection.close()
     with pytest.raises(RuntimeError, match="closed"):
         await projection.record(events=timeline("acme.b", 1))
+
+
+async def test_offered_batches_are_committed_without_anyone_waiting(tmp_path: Path) -> None:
+    told: list[Mapping[str, int]] = []
+    projection = Projection(tmp_path / "p.db", told.append)
+    events = timeline("acme.a", 2)
+    projection.offer(EventBatch(tuple(events[:3]), "running"))
+    projection.offer(EventBatch(tuple(events[3:]), "waiting"))
+    await projection.record(events=timeline("acme.b", 1))  # queued behind the offers
+    await projection.close()
+    tables = await dump(tmp_path / "p.db")
+    assert len(tables["events"]) == 9
+    async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        row = await store.agent("acme.a")
+    assert row is not None
+    assert row.status == "waiting"
+    assert {agent: seq for notice in told for agent, seq in notice.items()} == {
+        "acme.a": 6,
+        "acme.b": 3,
+    }
+
+
+async def test_an_offer_that_cannot_be_written_is_logged_and_fails_nothing_else(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    bad = Event("not an address", 1, 1, 1, T0, timeline("acme.a", 1)[0].body)
+    projection.offer(EventBatch((bad,), "running"))
+    await projection.write(EventBatch(tuple(timeline("acme.b", 1)), "idle"))
+    await projection.close()
+    assert "was not projected" in caplog.text
+    assert [row[0] for row in (await dump(tmp_path / "p.db"))["agents"]] == ["acme.b"]
+
+
+async def test_an_offer_to_a_closed_projection_is_dropped(tmp_path: Path) -> None:
+    projection = Projection(tmp_path / "p.db")
+    await projection.close()
+    projection.offer(EventBatch(tuple(timeline("acme.a", 1)), "running"))
+    with pytest.raises(ProjectionClosedError):
+        await projection.write(EventBatch(tuple(timeline("acme.a", 1)), "running"))

@@ -1,0 +1,162 @@
+"""How a wake's events reach the projection: handed over as steps return and flushes
+happen, made sure of by the wake's last step, and sent to the `Projector` only when that
+step gives up."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import pytest
+import restate
+
+from schemas.catalog import EventBatch
+from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
+from schemas.state import Chunk, TimelineMark
+from services.agent.store import Store
+from services.agent.timeline import PROJECTED, Timeline
+from services.contracts import PROJECT_EVENTS
+
+pytestmark = pytest.mark.anyio
+ADDRESS = "acme.helper.one"
+T = 1_764_460_800.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Journal:
+    """The parts of a Restate context a timeline uses, recording what it was asked."""
+
+    def __init__(self, *, projected_gives_up: bool = False) -> None:
+        self.state: dict[str, Any] = {}
+        self.steps: list[str] = []
+        self.sends: list[EventBatch] = []
+        self._gives_up = projected_gives_up
+
+    def set(self, key: str, value: Any) -> None:
+        self.state[key] = value
+
+    def generic_send(self, service: str, handler: str, arg: bytes, **_: Any) -> None:
+        assert (service, handler) == (PROJECT_EVENTS.service, PROJECT_EVENTS.name)
+        self.sends.append(msgspec.json.decode(arg, type=EventBatch))
+
+    async def run_typed(
+        self, name: str, action: Callable[..., Awaitable[None]], _: object, *args: Any
+    ) -> None:
+        self.steps.append(name)
+        if self._gives_up:
+            raise restate.TerminalError("the projection is broken")
+        await action(*args)
+
+
+class Live:
+    def __init__(self) -> None:
+        self.offered: list[EventBatch] = []
+        self.written: list[EventBatch] = []
+
+    def offer(self, batch: EventBatch) -> None:
+        self.offered.append(batch)
+
+    async def write(self, batch: EventBatch) -> None:
+        self.written.append(batch)
+
+
+def timeline(journal: Journal, live: Live | None) -> Timeline:
+    ctx: Any = journal
+    return Timeline(ctx, Store(ctx), ADDRESS, TimelineMark(), live=live)
+
+
+async def clock() -> float:
+    raise AssertionError("every event here has its time from a step")
+
+
+def seqs(batches: list[EventBatch]) -> list[list[int]]:
+    return [[event.seq for event in batch.events] for batch in batches]
+
+
+def chunks(journal: Journal) -> list[list[int]]:
+    return [[e.seq for e in chunk.events] for chunk in journal.state.values()
+            if isinstance(chunk, Chunk)]  # fmt: skip
+
+
+async def a_round(line: Timeline) -> None:
+    """A model step's reply, then a tool step: what `Rounds` adds and shows."""
+    line.add(1, 1, TurnStarted("hi", "helper", 1), at=T)
+    line.add(1, 1, ModelMessage("script", "", ()), at=T + 1)
+    line.show()
+    line.add(1, 1, ToolCalled("c1", "calculator", {}))
+    line.stamp(T + 2)  # the tool step started
+    line.add(1, 1, ToolFinished("c1", "calculator", "ok", "2"), at=T + 3)
+    line.show()
+
+
+async def test_events_are_shown_as_steps_return_and_flushed_as_one_chunk() -> None:
+    journal, live = Journal(), Live()
+    line = timeline(journal, live)
+    await a_round(line)
+    assert seqs(live.offered) == [[1, 2], [3, 4]]
+    await line.flush("running", clock)
+    assert seqs(live.offered) == [[1, 2], [3, 4]], "nothing is handed over twice"
+    assert chunks(journal) == [[1, 2, 3, 4]]
+    assert journal.steps == []
+    assert journal.sends == []
+
+
+async def test_an_event_without_a_time_waits_and_so_do_the_ones_after_it() -> None:
+    journal, live = Journal(), Live()
+    line = timeline(journal, live)
+    line.add(1, 1, TurnStarted("hi", "helper", 1), at=T)
+    line.add(1, 1, ToolCalled("c1", "calculator", {}))
+    line.add(1, 1, ToolFinished("c1", "calculator", "ok", "2"), at=T + 3)
+    line.show()
+    assert seqs(live.offered) == [[1]]
+    line.stamp(T + 2)
+    await line.flush("running", clock)
+    assert seqs(live.offered) == [[1], [2, 3]]
+    times = [event.at.timestamp() for batch in live.offered for event in batch.events]
+    assert times == [T, T + 2, T + 3]
+
+
+async def test_the_last_flush_writes_every_event_of_the_wake_in_one_step() -> None:
+    journal, live = Journal(), Live()
+    line = timeline(journal, live)
+    await a_round(line)
+    await line.flush("running", clock)
+    line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
+    await line.flush("idle", clock, last=True)
+    assert journal.steps == [PROJECTED]
+    assert seqs(live.written) == [[1, 2, 3, 4, 5]]
+    assert live.written[0].status == "idle"
+    assert journal.sends == []
+    assert line.mark == TimelineMark(5, 2)
+
+
+async def test_when_the_last_step_gives_up_the_events_go_to_the_projector() -> None:
+    journal, live = Journal(projected_gives_up=True), Live()
+    line = timeline(journal, live)
+    await a_round(line)
+    await line.flush("idle", clock, last=True)
+    assert live.written == []
+    assert seqs(journal.sends) == [[1, 2, 3, 4]]
+    assert journal.sends[0].status == "idle"
+
+
+async def test_a_wake_that_adds_nothing_writes_nothing() -> None:
+    journal, live = Journal(), Live()
+    await timeline(journal, live).flush("idle", clock, last=True)
+    assert (journal.steps, journal.sends, journal.state, live.offered) == ([], [], {}, [])
+
+
+async def test_without_a_projection_in_this_process_every_flush_is_sent() -> None:
+    journal = Journal()
+    line = timeline(journal, None)
+    await a_round(line)
+    await line.flush("running", clock)
+    line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
+    await line.flush("idle", clock, last=True)
+    assert seqs(journal.sends) == [[1, 2, 3, 4], [5]]
+    assert journal.steps == []
