@@ -1,10 +1,10 @@
 """An agent's catalog row, folded from events alone (no reads).
 
 Each field that depends on one event (status, kind and version, outcome) carries the seq
-of the event that decided it; merging two rows keeps, field by field, the one decided at
-the higher seq, and the maximum of the rest. That merge is commutative, associative and
-idempotent, so duplicated and reordered batches leave the same row as recomputing it
-from every event.
+of the event that decided it; the store merges a batch's row into the stored one field
+by field, keeping the one decided at the higher seq, and the maximum of the rest. That
+merge is commutative, associative and idempotent, so duplicated and reordered batches
+leave the same row as recomputing it from every event.
 """
 
 from __future__ import annotations
@@ -50,46 +50,53 @@ class CatalogRow:
     last_seq: int = 0
     last_activity: str = ""
 
-    def merge(self, other: CatalogRow) -> CatalogRow:
-        """Both rows' knowledge together (the same rules as the SQL upsert in the store)."""
-        newer = dataclasses.replace
-        row = newer(
-            self,
-            turn=max(self.turn, other.turn),
-            last_seq=max(self.last_seq, other.last_seq),
-            last_activity=max(self.last_activity, other.last_activity),
+
+class _Fold:
+    """One agent's row, folded from its events in one pass (a batch holds many)."""
+
+    __slots__ = ("address", "at", "ended", "seq", "started", "status", "turn")
+
+    def __init__(self, first: Event) -> None:
+        self.address = first.agent
+        self.seq, self.turn, self.at = first.seq, first.turn, first.at
+        self.status: Event | None = None
+        self.started: Event | None = None
+        self.ended: Event | None = None
+
+    def add(self, event: Event) -> None:
+        self.seq = max(self.seq, event.seq)
+        self.turn = max(self.turn, event.turn)
+        self.at = max(self.at, event.at)
+        if event.body.__struct_config__.tag in STATUS_BY_EVENT:
+            self.status = _newer(self.status, event)
+        if isinstance(event.body, TurnStarted):
+            self.started = _newer(self.started, event)
+        elif isinstance(event.body, TurnEnded):
+            self.ended = _newer(self.ended, event)
+
+    def row(self) -> CatalogRow:
+        row = CatalogRow(
+            self.address,
+            parse_address(self.address).tenant,
+            turn=self.turn,
+            last_seq=self.seq,
+            last_activity=self.at.isoformat(),
         )
-        if other.started_seq > row.started_seq:
-            row = newer(
-                row, kind=other.kind, spec_version=other.spec_version, started_seq=other.started_seq
+        if (status := self.status) is not None:
+            tag = str(status.body.__struct_config__.tag)
+            row = dataclasses.replace(row, status=STATUS_BY_EVENT[tag], status_seq=status.seq)
+        if (started := self.started) is not None and isinstance(started.body, TurnStarted):
+            body = started.body
+            row = dataclasses.replace(
+                row, kind=body.spec_kind, spec_version=body.spec_version, started_seq=started.seq
             )
-        if other.status_seq > row.status_seq:
-            row = newer(row, status=other.status, status_seq=other.status_seq)
-        if other.ended_seq > row.ended_seq:
-            row = newer(row, last_outcome=other.last_outcome, ended_seq=other.ended_seq)
+        if (ended := self.ended) is not None and isinstance(ended.body, TurnEnded):
+            row = dataclasses.replace(row, last_outcome=ended.body.outcome, ended_seq=ended.seq)
         return row
 
 
-def row_of(event: Event) -> CatalogRow:
-    """What one event says about its agent's row."""
-    tag = str(event.body.__struct_config__.tag)
-    row = CatalogRow(
-        event.agent,
-        parse_address(event.agent).tenant,
-        turn=event.turn,
-        last_seq=event.seq,
-        last_activity=event.at.isoformat(),
-    )
-    if tag in STATUS_BY_EVENT:
-        row = dataclasses.replace(row, status=STATUS_BY_EVENT[tag], status_seq=event.seq)
-    body = event.body
-    if isinstance(body, TurnStarted):
-        row = dataclasses.replace(
-            row, kind=body.spec_kind, spec_version=body.spec_version, started_seq=event.seq
-        )
-    elif isinstance(body, TurnEnded):
-        row = dataclasses.replace(row, last_outcome=body.outcome, ended_seq=event.seq)
-    return row
+def _newer(known: Event | None, event: Event) -> Event:
+    return event if known is None or event.seq > known.seq else known
 
 
 class Decided(NamedTuple):
@@ -106,13 +113,14 @@ def catalog_rows(
     """One row per agent in `events`, by address. A status the agent decided wins over the
     one its events suggest (`STATUS_BY_EVENT`, for batches from older agents and for
     events without one) at the same seq."""
-    rows: dict[str, CatalogRow] = {}
+    folds: dict[str, _Fold] = {}
     for event in events:
-        row = row_of(event)
-        known = rows.get(event.agent)
-        rows[event.agent] = row if known is None else known.merge(row)
+        fold = folds.get(event.agent)
+        if fold is None:
+            fold = folds[event.agent] = _Fold(event)
+        fold.add(event)
+    rows = {agent: fold.row() for agent, fold in folds.items()}
     for agent, (status, seq) in (decided or {}).items():
-        if agent in rows:
-            told = dataclasses.replace(rows[agent], status=status, status_seq=seq)
-            rows[agent] = told if rows[agent].status_seq <= seq else rows[agent]
+        if agent in rows and rows[agent].status_seq <= seq:
+            rows[agent] = dataclasses.replace(rows[agent], status=status, status_seq=seq)
     return [rows[address] for address in sorted(rows)]

@@ -54,8 +54,9 @@ on conflict (address) do update set
     last_seq = max(agents.last_seq, excluded.last_seq),
     last_activity = max(agents.last_activity, excluded.last_activity)
 """
-"""`CatalogRow.merge` in SQL: each field decided by an event keeps the value decided at the
-higher seq (every right-hand side reads the row as it was before the update)."""
+"""The catalog's merge (`catalog.py`): each field decided by an event keeps the value
+decided at the higher seq (every right-hand side reads the row as it was before the
+update)."""
 
 
 @dataclass(frozen=True)
