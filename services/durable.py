@@ -3,16 +3,17 @@ journaled step that stops its work when the invocation is cancelled.
 
 Code already running in a `ctx.run` step is not interrupted by a cancellation: Restate
 raises it at the handler's next `await`. A step that would run for long (a generation, a
-command) takes a `cancelled` waiter instead, and stops when it completes: on a
-cancellation seen by the handler, or when the attempt ends (abort, retry, shutdown).
+command) takes a `cancelled` waiter instead, and stops when it completes (a cancellation
+seen by the handler) or when its task is cancelled (the SDK does so when the attempt
+ends: abort, retry, shutdown).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import restate
 
@@ -40,12 +41,14 @@ async def cancellable_step(
     type_hint: type[T],
     max_attempts: int = 3,
 ) -> T:
-    cancelled = asyncio.Event()
-    attempt = ctx.request().attempt_finished_event
+    """When the attempt ends, the SDK cancels the task running the step, so `work` sees a
+    `CancelledError`; `cancelled` covers the other case, a cancellation the handler sees
+    while the step runs. One future serves every wait on it (no task per wait)."""
+    stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def run() -> T:
         try:
-            return await work(lambda: first_of(cancelled.wait(), attempt.wait()))  # type: ignore[no-untyped-call]
+            return await work(lambda: stop)
         except StepRefusedError as error:
             raise restate.TerminalError(str(error), status_code=error.status) from error
 
@@ -54,17 +57,9 @@ async def cancellable_step(
             name, run, restate.RunOptions(type_hint=type_hint, max_attempts=max_attempts)
         )
     except restate.TerminalError:
-        cancelled.set()
+        if not stop.done():
+            stop.set_result(None)
         raise
-
-
-async def first_of(*waits: Coroutine[Any, Any, Any]) -> None:
-    tasks = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
 
 
 async def call(
