@@ -18,6 +18,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import msgspec
 
@@ -160,6 +161,12 @@ class Shown:
     entries: tuple[Entry, ...]
     sizes: tuple[int, ...]
     """Characters each segment takes in the prompt."""
+    longest: int
+    """Characters of the longest message's content."""
+
+    @cached_property
+    def messages(self) -> tuple[ChatMessage, ...]:
+        return tuple(entry.message for entry in self.entries)
 
     @property
     def chars(self) -> int:
@@ -183,7 +190,8 @@ def shown_history(segments: tuple[Segment, ...]) -> Shown:
             entries.append(Entry(segment.turn, first + index, message))
             size += message_chars(message)
         sizes.append(size)
-    return Shown(segments, tuple(entries), tuple(sizes))
+    longest = max((len(e.message.content) for e in entries), default=0)
+    return Shown(segments, tuple(entries), tuple(sizes), longest)
 
 
 @dataclass(frozen=True)
@@ -302,17 +310,23 @@ class Prompt:
 def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     """The prompt's messages, L0 to L3, each message cut to its share of the budget, and
     the largest cut further while the whole is over budget."""
-    entries = _entries(layers)
     cap = min(max(estimate.chars(budget.prompt * MESSAGE_SHARE), MIN_SHOWN), MAX_SHOWN)
+    head = [layers.system] if layers.folds is None else [layers.system, layers.folds]
+    current = max((len(m.content) for m in layers.current), default=0)
+    longest = max(layers.recent.longest, current)
+    total = layers.chars()
+    if longest <= cap and estimate.tokens(total) <= budget.prompt:  # nothing to cut
+        messages = (*head, *layers.recent.messages, *layers.current)
+        return Prompt(messages, False, total - len(tools_text(layers.tools)))
+    entries = _entries(layers)
     shown = [min(len(e.message.content), cap) for e in entries]
-    fixed = layers.chars() - sum(len(e.message.content) for e in entries)
+    fixed = total - sum(len(e.message.content) for e in entries)
     while estimate.tokens(fixed + sum(shown)) > budget.prompt:
         largest = max(range(len(shown)), key=lambda i: (shown[i], -i), default=None)
         if largest is None or shown[largest] <= MIN_SHOWN:
             break
         shown[largest] = max(shown[largest] // 2, MIN_SHOWN)
-    messages = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
-    head = [layers.system] if layers.folds is None else [layers.system, layers.folds]
+    cut = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
     was_cut = any(size < len(e.message.content) for e, size in zip(entries, shown, strict=True))
-    chars = fixed - len(tools_text(layers.tools)) + sum(len(m.content) for m in messages)
-    return Prompt((*head, *messages), was_cut, chars)
+    chars = fixed - len(tools_text(layers.tools)) + sum(len(m.content) for m in cut)
+    return Prompt((*head, *cut), was_cut, chars)

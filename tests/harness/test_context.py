@@ -19,7 +19,7 @@ from schemas.harness import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import AgentSpec, Limits
 from services.executor.scripted import follow_directives, script
-from services.harness.context import MIN_SHOWN, Budget, Estimate
+from services.harness.context import MIN_SHOWN, Budget, Estimate, message_chars, tools_text
 from services.harness.folding import extractive
 from services.harness.inprocess import Recording, run_in_process
 from services.harness.loop import TurnInput, run_turn
@@ -234,3 +234,16 @@ def test_earlier_turns_recall_exchanges_are_not_shown_again_and_cuts_keep_their_
     assert [m.role for m in shown] == ["system", "system", "user", "assistant", "user"]
     assert all(not m.tool_calls and m.name != "recall" for m in shown)
     assert "call recall with turn=4, message=3, offset=" in shown[3].content
+
+
+def prompt_chars(request: ModelRequest) -> int:
+    """Counted from the request itself, as the prompt's estimate must count it."""
+    return sum(message_chars(m) for m in request.messages) + len(tools_text(request.tools))
+
+
+def test_a_model_call_counts_the_characters_of_the_prompt_it_sends() -> None:
+    shown = first(run_in_process(given(3), follow_directives), CallModel)
+    cut = first(run_in_process(given(1, text="x" * 200_000), follow_directives), CallModel)
+    assert shown.prompt_chars == prompt_chars(shown.request)
+    assert cut.prompt_chars == prompt_chars(cut.request)
+    assert cut.prompt_chars < 4_000
