@@ -42,6 +42,7 @@ from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
 from schemas.spec import AgentSpec
 from services.contracts import ADD_KEY
 from services.executor.scripted import script
+from services.harness.context import MAX_SHOWN
 from services.keys import new_key
 
 FOLLOW_TIMEOUT = 120.0
@@ -78,7 +79,7 @@ class SsePlan:
 def sse_plan(plan: Plan, quick: bool) -> SsePlan:
     if quick:
         return SsePlan(plan.turns, plan.rounds, 3, 2, timeline=300, calls=10, repeats=1)
-    return SsePlan(plan.turns, plan.rounds, 10, 10, timeline=10_000, calls=50, repeats=9)
+    return SsePlan(plan.turns, plan.rounds, 10, 10, timeline=10_000, calls=20, repeats=9)
 
 
 @dataclass(frozen=True)
@@ -283,14 +284,18 @@ def _ms(earlier: float, later: float) -> float:
 
 
 def wide_script(turn: int, rounds: int, calls: int) -> str:
-    """R-1 rounds of `calls` calculator calls each, then the reply."""
+    """R-1 rounds of `calls` calculator calls each, then the reply. The script must be
+    shown whole (the context engine cuts any message past `MAX_SHOWN` characters)."""
     line = {
         "calls": [
             {"name": "calculator", "arguments": {"expression": f"{turn}+{call}"}}
             for call in range(calls)
         ]
     }
-    return script(*[line] * (rounds - 1), {"reply": turn_reply(turn)})
+    text = script(*[line] * (rounds - 1), {"reply": turn_reply(turn)})
+    if len(text) > MAX_SHOWN:
+        raise BenchError(f"a script of {calls} calls a round is too long to be shown whole.")
+    return text
 
 
 def wide_spec(rounds: int) -> AgentSpec:
