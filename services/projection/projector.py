@@ -146,7 +146,7 @@ class Projection:
 
     async def _current(self) -> ProjectionStore:
         store = self._store
-        if store is None or not await asyncio.to_thread(self.path.exists):
+        if store is None or not self.path.exists():  # a stat: not worth a thread hop
             store = await self._reopen()
         return store
 

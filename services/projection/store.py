@@ -123,11 +123,14 @@ class ProjectionStore:
         """Everything given, in one transaction: all of it is recorded, or none.
         `statuses`: agents' statuses as they decided them (see `catalog.Decided`)."""
         rows = catalog_rows(events, statuses)
-        try:
-            await self._insert_events(events)
-            await self._upsert_catalog(rows)
-            await self._insert_specs(specs)
-            await self._upsert_keys(keys)
+        try:  # each statement is a hop to the connection's thread: none for nothing
+            if events:
+                await self._insert_events(events)
+                await self._upsert_catalog(rows)
+            if specs:
+                await self._insert_specs(specs)
+            if keys:
+                await self._upsert_keys(keys)
             await self._db.commit()
         except BaseException:
             await self._db.rollback()
