@@ -114,6 +114,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"a smoke run: {QUICK.agents} agents ({QUICK.crowd} crowded),"
         f" {QUICK.turns} turns of {QUICK.rounds} rounds",
     )
+    parser.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        help="run the round benchmarks and their plain twins this many times, in pairs;"
+        " the comparison takes medians (1)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write results here")
     parser.add_argument(
         "--keep-home", action="store_true", help="keep the temporary home (logs, Restate data)"
@@ -243,8 +250,9 @@ class Results:
     sse: SseResult | None
 
 
-def run(names: Sequence[str], plan: Plan, home: Path, quick: bool) -> Results:
-    """Start the stack, warm it up, run each benchmark; the stack is always stopped."""
+def run(names: Sequence[str], plan: Plan, home: Path, quick: bool, repeat: int = 1) -> Results:
+    """Start the stack, warm it up, run each benchmark (the round ones and their plain
+    twins `repeat` times over); the stack is always stopped."""
     settings = bench_settings(home)
     target = Target(settings.ingress_url, projection_path(settings.home))
     twin = any(name in PLAIN or name == JOURNAL for name in names)
@@ -254,11 +262,12 @@ def run(names: Sequence[str], plan: Plan, home: Path, quick: bool) -> Results:
         warm_up(target, plan)
         if twin:
             plain_warm_up(target.url, plan)
-        for name in names:
-            if name in BENCHMARKS:
-                rounds.append(BENCHMARKS[name](target, plan))
-            elif name in PLAIN:
-                plain.append(PLAIN[name](target.url, plan))
+        for _ in range(repeat):
+            for name in names:
+                if name in BENCHMARKS:
+                    rounds.append(BENCHMARKS[name](target, plan))
+                elif name in PLAIN:
+                    plain.append(PLAIN[name](target.url, plan))
         costs = journal(target, settings.admin_url, plan) if JOURNAL in names else []
         followed = [name == SSE_LOAD for name in names if name in (SSE, SSE_LOAD)]
         if not followed:
@@ -296,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with bench_home(args.keep_home) as home:
-            results = run(names, plan_of(args), home, args.quick)
+            results = run(names, plan_of(args), home, args.quick, args.repeat)
     except KeyboardInterrupt:
         print("bench: interrupted; the stack was stopped.", file=sys.stderr)
         return 130

@@ -4,13 +4,19 @@ the goals the round is held to, each marked pass or miss.
 Goals: sequential ms per round (p50) at most 1.5x the plain loop's; rounds/s with the
 `concurrent` agents at least 0.7x the plain loop's; the projection caught up at most 1 s
 after the last of those agents' turns ended.
+
+With `--repeat N` each benchmark and its plain twin run N times, one after the other: a
+row then holds the median of each side, and its ratio is the median of the N pairs'
+ratios (a pair runs minutes apart at most, so the machine's swings hit both sides).
 """
 
 from __future__ import annotations
 
 import operator
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from bench.baseline import PlainResult
 from bench.journal import JournalCost
@@ -28,6 +34,7 @@ class Goal:
 SEQUENTIAL_GOAL = Goal("<= 1.5x", lambda ratio, _: ratio <= 1.5)
 CONCURRENT_GOAL = Goal(">= 0.7x", lambda ratio, _: ratio >= 0.7)
 PROJECTION_GOAL = Goal("<= 1 s", lambda _, seconds: seconds <= 1.0)
+GOALS = {goal.text: goal for goal in (SEQUENTIAL_GOAL, CONCURRENT_GOAL, PROJECTION_GOAL)}
 
 
 @dataclass(frozen=True)
@@ -37,30 +44,62 @@ class Row:
     plain: float | None
     goal: str = ""
     met: bool | None = None
+    ratios: tuple[float, ...] = ()
+    """Each pair's ratio, when the row is the median of repeated pairs."""
 
     @property
     def ratio(self) -> float | None:
+        if self.ratios:
+            return statistics.median(self.ratios)
         return None if not self.plain else self.teaspill / self.plain
 
 
 def compare(
     rounds: Sequence[Result], plain: Sequence[PlainResult], journal: Sequence[JournalCost]
 ) -> list[Row]:
-    """The rows for which both sides ran in this run."""
-    ours = {r.benchmark: r for r in rounds}
-    theirs = {r.benchmark.removeprefix("plain-"): r for r in plain}
+    """The rows for which both sides ran in this run; repeated runs of a benchmark are
+    paired in order and each row is their median."""
+    ours = _by_name(rounds, "")
+    theirs = _by_name(plain, "plain-")
     rows: list[Row] = []
     for name in ("sequential", "concurrent", "crowded"):
         if name in ours and name in theirs:
-            rows += _pair(ours[name], theirs[name])
+            pairs = [_pair(a, b) for a, b in zip(ours[name], theirs[name], strict=False)]
+            rows += [_median(list(same)) for same in zip(*pairs, strict=True)]
     if "concurrent" in ours:
-        lag = ours["concurrent"].projected_after_s
-        agents = ours["concurrent"].agents
-        rows.append(_row(f"projection caught up, {agents} agents, s", lag, None, PROJECTION_GOAL))
+        runs = ours["concurrent"]
+        lag = statistics.median(r.projected_after_s for r in runs)
+        figure = f"projection caught up, {runs[0].agents} agents, s"
+        rows.append(_row(figure, lag, None, PROJECTION_GOAL))
     costs = {c.system: c for c in journal}
     if {"teaspill", "plain loop"} <= costs.keys():
         rows += _journal_rows(costs["teaspill"], costs["plain loop"])
     return rows
+
+
+def _by_name(results: Sequence[Result | PlainResult], prefix: str) -> dict[str, list[Any]]:
+    runs: dict[str, list[Any]] = {}
+    for result in results:
+        runs.setdefault(result.benchmark.removeprefix(prefix), []).append(result)
+    return runs
+
+
+def _median(same: list[Row]) -> Row:
+    """One figure over repeated pairs: each side's median, and the median ratio."""
+    if len(same) == 1:
+        return same[0]
+    plain = [row.plain for row in same if row.plain is not None]
+    ratios = tuple(row.ratio for row in same if row.ratio is not None)
+    median = replace(
+        same[0],
+        teaspill=statistics.median(row.teaspill for row in same),
+        plain=statistics.median(plain) if plain else None,
+        ratios=ratios,
+    )
+    goal = GOALS.get(median.goal)
+    if goal is None:
+        return median
+    return replace(median, met=goal.met(median.ratio or 0.0, median.teaspill))
 
 
 def _pair(ours: Result, theirs: PlainResult) -> list[Row]:
@@ -123,13 +162,22 @@ def _compare_table(rows: Sequence[Row]) -> str:
             "-" if row.ratio is None else f"{row.ratio:.2f}x",
             row.goal,
             {None: "", True: "pass", False: "MISS"}[row.met],
+            _range(row.ratios),
         ]
         for row in rows
     ]
-    head = ["figure", "teaspill", "plain loop", "ratio", "goal", "met"]
+    head = ["figure", "teaspill", "plain loop", "ratio", "goal", "met", "pairs' ratios"]
+    if not any(row.ratios for row in rows):
+        head, lines = head[:6], [line[:6] for line in lines]
     if not any(row.goal for row in rows):
         head, lines = head[:4], [line[:4] for line in lines]
     return table(head, lines)
+
+
+def _range(ratios: Sequence[float]) -> str:
+    if not ratios:
+        return ""
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)}"
 
 
 def _service_table(costs: Sequence[JournalCost]) -> str:

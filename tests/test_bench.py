@@ -115,6 +115,24 @@ def test_a_benchmark_without_its_twin_has_no_ratio_row() -> None:
     assert compare([ours("sequential")], [theirs("concurrent")], []) == []
 
 
+def test_repeated_pairs_give_each_sides_median_and_the_median_of_the_pairs_ratios() -> None:
+    rounds = [ours("concurrent", rate=r, lag=g) for r, g in ((60.0, 0.1), (50.0, 0.9), (90.0, 0.2))]
+    plain = [theirs("concurrent", rate=r) for r in (100.0, 50.0, 120.0)]
+    rows = rows_by_figure(compare(rounds, plain, []))
+    row = rows["rounds/s, 50 agents"]
+    assert (row.teaspill, row.plain) == (60.0, 100.0)
+    assert row.ratios == pytest.approx((0.6, 1.0, 0.75))
+    assert row.ratio == pytest.approx(0.75)  # the middle pair's, not 60 / 100
+    assert row.met is True
+    assert rows["projection caught up, 50 agents, s"].teaspill == 0.2
+    assert "0.60-1.00x over 3" in render(list(rows.values()), [])
+
+
+def test_one_run_has_no_column_of_pairs() -> None:
+    rows = compare([ours("concurrent")], [theirs("concurrent")], [])
+    assert "pairs' ratios" not in render(rows, [])
+
+
 def journal_cost(system: str, entries: int, size: int, invocations: int) -> JournalCost:
     service = ServiceCost(invocations, entries, size)
     return JournalCost(
