@@ -262,12 +262,13 @@ def run(names: Sequence[str], plan: Plan, home: Path, quick: bool, repeat: int =
         warm_up(target, plan)
         if twin:
             plain_warm_up(target.url, plan)
-        for _ in range(repeat):
+        for again in range(repeat):
+            this = dataclasses.replace(plan, run=again)
             for name in names:
                 if name in BENCHMARKS:
-                    rounds.append(BENCHMARKS[name](target, plan))
+                    rounds.append(BENCHMARKS[name](target, this))
                 elif name in PLAIN:
-                    plain.append(PLAIN[name](target.url, plan))
+                    plain.append(PLAIN[name](target.url, this))
         costs = journal(target, settings.admin_url, plan) if JOURNAL in names else []
         followed = [name == SSE_LOAD for name in names if name in (SSE, SSE_LOAD)]
         if not followed:

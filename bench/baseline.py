@@ -109,7 +109,8 @@ def plain_sequential(url: str, plan: Plan) -> PlainResult:
 
         def run() -> list[Span]:
             return [
-                plain_turn(client, "sequential", n, plan.rounds) for n in range(1, plan.turns + 1)
+                plain_turn(client, plan.name("sequential"), n, plan.rounds)
+                for n in range(1, plan.turns + 1)
             ]
 
         return _measure("plain-sequential", 1, plan.rounds, run)
@@ -117,16 +118,16 @@ def plain_sequential(url: str, plan: Plan) -> PlainResult:
 
 def plain_concurrent(url: str, plan: Plan) -> PlainResult:
     """`plan.agents` keys, one turn each, all started at the same moment."""
-    return _at_once(url, "plain-concurrent", plan.agents, plan.rounds)
+    return _at_once(url, "plain-concurrent", plan.name("concurrent"), plan.agents, plan.rounds)
 
 
 def plain_crowded(url: str, plan: Plan) -> PlainResult:
     """`plain-concurrent` with `plan.crowd` keys."""
-    return _at_once(url, "plain-crowded", plan.crowd, plan.rounds)
+    return _at_once(url, "plain-crowded", plan.name("crowded"), plan.crowd, plan.rounds)
 
 
-def _at_once(url: str, name: str, agents: int, rounds: int) -> PlainResult:
-    keys = [f"{name}-{index}" for index in range(agents)]
+def _at_once(url: str, name: str, stem: str, agents: int, rounds: int) -> PlainResult:
+    keys = [f"{stem}-{index}" for index in range(agents)]
     with clients(url, agents) as made:
         turns = [
             functools.partial(plain_turn, made[i // AGENTS_PER_CLIENT], key, 1, rounds)

@@ -49,6 +49,12 @@ class Plan:
     """Rounds per turn."""
     crowd: int = 200
     """Agents in the crowded benchmark: `concurrent` with more agents."""
+    run: int = 0
+    """Which repetition this is (`--repeat`): each has agents of its own."""
+
+    def name(self, benchmark: str) -> str:
+        """The agents' name stem for `benchmark` in this repetition."""
+        return benchmark if self.run == 0 else f"{benchmark}-r{self.run}"
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def warm_up(target: Target, plan: Plan) -> None:
 
 def sequential(target: Target, plan: Plan) -> Result:
     """One agent, `plan.turns` turns one after another."""
-    address = f"{TENANT}.sequential"
+    address = f"{TENANT}.{plan.name('sequential')}"
     with client(target) as ingress:
 
         def turns() -> list[Span]:
@@ -129,16 +135,16 @@ def sequential(target: Target, plan: Plan) -> Result:
 
 def concurrent(target: Target, plan: Plan) -> Result:
     """`plan.agents` agents, each running one turn, all started at the same moment."""
-    return _at_once(target, "concurrent", plan.agents, plan.rounds)
+    return _at_once(target, "concurrent", plan.name("concurrent"), plan.agents, plan.rounds)
 
 
 def crowded(target: Target, plan: Plan) -> Result:
     """`concurrent` with `plan.crowd` agents."""
-    return _at_once(target, "crowded", plan.crowd, plan.rounds)
+    return _at_once(target, "crowded", plan.name("crowded"), plan.crowd, plan.rounds)
 
 
-def _at_once(target: Target, name: str, agents: int, rounds: int) -> Result:
-    addresses = [f"{TENANT}.{name}-{index}" for index in range(agents)]
+def _at_once(target: Target, name: str, stem: str, agents: int, rounds: int) -> Result:
+    addresses = [f"{TENANT}.{stem}-{index}" for index in range(agents)]
     with contextlib.ExitStack() as stack:
         count = math.ceil(agents / AGENTS_PER_CLIENT)
         clients = [stack.enter_context(client(target)) for _ in range(count)]

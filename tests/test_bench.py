@@ -3,6 +3,7 @@ teaspill's figures are set beside the plain loop's and marked against the goals.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from bench.baseline import PlainResult
 from bench.context import summarize, sustained_line
 from bench.journal import JournalCost, ServiceCost
 from bench.results import CpuPerRound, Gaps, Result
+from bench.rounds import Plan
 from bench.stats import Spread
 from bench.versus import Row, compare, render
 from schemas.events import ContextFolded, Event, EventBody, ModelMessage, TurnEnded
@@ -179,3 +181,9 @@ def test_sustain_counts_failures_and_the_cache_share_after_folds() -> None:
     assert "| 1024 | 2 of 3 | 1 (first at turn 2) | 2 |" in sustained_line(result)
     with pytest.raises(SystemExit):
         summarize(1024, ["succeeded", "succeeded", "succeeded"], events, 3.0)
+
+
+def test_each_repetition_has_agents_of_its_own() -> None:
+    plan = Plan(agents=5, turns=3, rounds=3)
+    names = {dataclasses.replace(plan, run=run).name("sequential") for run in range(3)}
+    assert names == {"sequential", "sequential-r1", "sequential-r2"}
