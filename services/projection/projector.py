@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -130,7 +130,7 @@ class Projection:
         try:
             store = await self._current()
             await store.record(
-                [e for r in group for e in r.events],
+                _once(e for r in group for e in r.events),
                 [s for r in group for s in r.specs],
                 [k for r in group for k in r.keys],
                 newest_statuses(group),
@@ -182,6 +182,12 @@ def newest_statuses(group: Sequence[_Records]) -> dict[str, Decided]:
             if agent not in newest or decided.seq > newest[agent].seq:
                 newest[agent] = decided
     return newest
+
+
+def _once(events: Iterable[Event]) -> list[Event]:
+    """Each (agent, seq) once: a wake's last write repeats the events it handed over as
+    its steps returned, often in the same group."""
+    return list({(e.agent, e.seq): e for e in events}.values())
 
 
 def _newest_seqs(group: Sequence[_Records]) -> dict[str, int]:

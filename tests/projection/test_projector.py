@@ -183,3 +183,20 @@ async def test_an_offer_to_a_closed_projection_is_dropped(tmp_path: Path) -> Non
     projection.offer(EventBatch(tuple(timeline("acme.a", 1)), "running"))
     with pytest.raises(ProjectionClosedError):
         await projection.write(EventBatch(tuple(timeline("acme.a", 1)), "running"))
+
+
+async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    transactions = Transactions(monkeypatch)
+    events = tuple(timeline("acme.a", 2))  # the last one, seq 6, is `waiting`
+    projection.offer(EventBatch(events[:3], "running"))
+    projection.offer(EventBatch(events[3:5], "running"))
+    await projection.write(EventBatch(events, "waiting"))
+    await projection.close()
+    assert transactions.sizes == [6]
+    async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        row = await store.agent("acme.a")
+    assert row is not None
+    assert row.status == "waiting"
