@@ -279,10 +279,10 @@ class Rounds:
 
     async def _flush(self) -> None:
         """Flush before a round's model step (a round's long wait) and before a tool call
-        that changes the world (so a person sees what is being done before it is done).
-        Other tool calls are flushed with their round: one chunk and one projector send
-        per round, and one more at the end of the wake. Only the wake's first flush may
-        read the clock, when no step has given the wake a time yet."""
+        that changes the world, so a person sees what is being done before it is done
+        (`Timeline.flush`: shown to the projection in this process, or else written and
+        sent). Only the wake's first flush may read the clock, when no step has given the
+        wake a time yet."""
         if self._timeline.pending:
             self._timeline.stamp(await self._clock.read())
             await self._timeline.flush("running", self._clock.read)

@@ -1,25 +1,27 @@
-"""The timeline as a wake writes it: events buffered, then flushed as one chunk.
+"""The timeline as a wake writes it: events buffered, then written in chunks.
 
 An event gets its seq when it is added and its time from the journaled step it belongs
-to (`stamp`): events before a step take the step's start, events after it its end. A
-flush writes the buffered events as one new chunk (each event is written once).
+to (`stamp`): events before a step take the step's start, events after it its end.
 
-The projection in this process (`LiveProjection`) learns of them as they are flushed:
-each flush hands it its events without a round trip and without waiting for the commit,
-so a follower sees a round as soon as it is flushed. The wake's last flush then makes
-sure: one journaled step writes every event of the wake and returns once they are
-committed. A wake that dies before that step replays and writes them then; a step that
-cannot write them (the projection is broken) gives up after a few attempts and sends
-them to the `Projector` instead, which retries on its own. Every write is an upsert by
-seq, so an event that arrives twice is written once.
+With the projection in this process (`LiveProjection`), the wake hands it each event as
+soon as its time is known (`show`, called once a step returned: the step's result, and so
+what it decided, is durable then), without a round trip and without waiting for the
+commit, so a follower sees a model's reply before the round's tool calls run. The wake's
+object state gets the events as chunks: one at the wake's end, and one whenever
+`CHUNK_EVENTS` are waiting (a wake of many rounds). The wake's last step then makes sure
+of the projection: one journaled step writes every event of the wake and returns once
+they are committed. A wake that dies before that step replays and writes them then; a
+step that cannot write them (the projection is broken) gives up after a few attempts and
+sends them to the `Projector` instead, which retries on its own. Every write is an upsert
+by seq, so an event that arrives twice is written once.
 
-Handing an event over before the wake ends is safe because a flush only holds events
-that journaled steps already decided (a step's result is durable once `ctx.run` returns
-it): a replay adds the same events with the same seqs and times, so the projection never
-shows an event that the agent later takes back.
+Without the projection in this process, every flush (before each model step and each
+tool call that changes the world) writes a chunk and sends it to the `Projector`.
 
-Every event is flushed before the wake returns; a crash before that replays the wake,
-which adds the same events with the same seqs and times again.
+Handing an event over before it is in a chunk is safe because only events that journaled
+steps already decided are handed over: a replay adds the same events with the same seqs
+and times, so the projection never shows an event that the agent later takes back.
+Every event is in a chunk before the wake returns.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ PROJECTED = "projected"
 
 ATTEMPTS = 3
 """Attempts at that step before its events go to the `Projector` instead."""
+
+CHUNK_EVENTS = 64
+"""A wake with this many events waiting writes them as a chunk at its next flush, so no
+chunk grows with the length of a wake."""
 
 
 class LiveProjection(Protocol):
@@ -84,9 +90,9 @@ class Timeline:
         self._live = live
         self._buffer: list[_Pending] = []
         self._shown = 0
-        """Buffered events already handed to the projection (the buffer's first ones)."""
+        """Buffered events already handed over (the buffer's first ones)."""
         self._unsent: list[Event] = []
-        """Flushed events the projection is not sure to hold yet."""
+        """Events in chunks that the projection is not sure to hold yet."""
         self._seq = mark.last_seq
 
     def add(self, turn: int, round_: int, *bodies: EventBody, at: float | None = None) -> None:
@@ -106,9 +112,8 @@ class Timeline:
                 pending.at = at
 
     def show(self) -> None:
-        """Hand the projection, before their flush, the buffered events whose time is
-        known: called once a step returned, whose result (and so what it decided) is
-        durable. A follower sees a model's reply before the round's tool calls run."""
+        """Hand the projection and the observers the buffered events whose time is known
+        and that they have not had yet."""
         if self._live is None:
             return
         ready = []
@@ -119,21 +124,26 @@ class Timeline:
         if ready:
             self._shown += len(ready)
             self._live.offer(EventBatch(tuple(ready), "running"))
+            notify(self._observers, ready)
 
     async def flush(
         self, status: AgentState, clock: Callable[[], Awaitable[float]], *, last: bool = False
     ) -> None:
-        """Write the buffered events as one chunk and hand them to the projection; the
-        wake's `last` flush makes sure the projection holds every event of the wake."""
+        """Show what is ready, and write a chunk when one is due (see the module's text);
+        the wake's `last` flush writes the rest and makes sure the projection holds every
+        event of the wake."""
+        if self._live is not None and not last and len(self._buffer) < CHUNK_EVENTS:
+            self.show()
+            return
         if self._buffer:
             events = await self._chunk(clock)
-            self._unsent.extend(events)
             shown, self._shown = self._shown, 0
+            self._unsent.extend(events)
+            notify(self._observers, events[shown:])
             if self._live is None:
                 self._send(status)
-            elif events[shown:]:
+            elif not last and events[shown:]:
                 self._live.offer(EventBatch(events[shown:], status))
-            notify(self._observers, events)
         if last and self._unsent:
             await self._project(status)
 

@@ -2,8 +2,9 @@
 
 Per wake: the clock, the record and the recent copy of the verbatim history read in one
 round trip; the record written once at the end; one segment written per turn that ends
-(and the recent copy rewritten); the timeline flushed as chunks, each handed to the
-projection at once, and one step at the end that makes sure the projection holds them.
+(and the recent copy rewritten); the timeline's events handed to the projection as
+steps return, written as one chunk at the end (`Timeline`), and one step at the end that
+makes sure the projection holds them.
 """
 
 from __future__ import annotations

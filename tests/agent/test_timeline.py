@@ -15,7 +15,7 @@ from schemas.catalog import EventBatch
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store
-from services.agent.timeline import PROJECTED, Timeline
+from services.agent.timeline import CHUNK_EVENTS, PROJECTED, Timeline
 from services.contracts import PROJECT_EVENTS
 
 pytestmark = pytest.mark.anyio
@@ -74,6 +74,13 @@ async def clock() -> float:
     raise AssertionError("every event here has its time from a step")
 
 
+def clock_at(at: float) -> Callable[[], Awaitable[float]]:
+    async def read() -> float:
+        return at
+
+    return read
+
+
 def seqs(batches: list[EventBatch]) -> list[list[int]]:
     return [[event.seq for event in batch.events] for batch in batches]
 
@@ -94,16 +101,49 @@ async def a_round(line: Timeline) -> None:
     line.show()
 
 
-async def test_events_are_shown_as_steps_return_and_flushed_as_one_chunk() -> None:
+async def test_events_are_shown_as_steps_return_and_written_as_one_chunk_at_the_end() -> None:
     journal, live = Journal(), Live()
     line = timeline(journal, live)
     await a_round(line)
     assert seqs(live.offered) == [[1, 2], [3, 4]]
     await line.flush("running", clock)
     assert seqs(live.offered) == [[1, 2], [3, 4]], "nothing is handed over twice"
-    assert chunks(journal) == [[1, 2, 3, 4]]
-    assert journal.steps == []
+    assert chunks(journal) == [], "a round's flush writes no chunk: the wake's end does"
+    line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
+    await line.flush("idle", clock, last=True)
+    assert chunks(journal) == [[1, 2, 3, 4, 5]]
+    assert line.mark == TimelineMark(5, 1)
     assert journal.sends == []
+
+
+async def test_a_long_wake_writes_a_chunk_whenever_enough_events_wait() -> None:
+    journal, live = Journal(), Live()
+    line = timeline(journal, live)
+    for round_ in range(1, 40):
+        line.add(1, round_, ModelMessage("script", "", ()), at=T + round_)
+        line.add(1, round_, ToolFinished("c1", "calculator", "ok", "2"), at=T + round_)
+        line.show()
+        await line.flush("running", clock)
+    await line.flush("idle", clock, last=True)
+    written = chunks(journal)
+    assert [len(chunk) for chunk in written] == [CHUNK_EVENTS, 78 - CHUNK_EVENTS]
+    assert [seq for chunk in written for seq in chunk] == list(range(1, 79))
+    offered = [seq for batch in live.offered for seq in [e.seq for e in batch.events]]
+    assert offered == list(range(1, 79)), "every event handed over once, in order"
+
+
+async def test_observers_are_told_of_each_event_once_as_it_is_handed_over() -> None:
+    journal, live = Journal(), Live()
+    told: list[int] = []
+    ctx: Any = journal
+    line = Timeline(
+        ctx, Store(ctx), ADDRESS, TimelineMark(), [lambda e: told.append(e.seq)], live=live
+    )
+    await a_round(line)
+    assert told == [1, 2, 3, 4]
+    line.add(1, 2, ModelMessage("script", "done"))
+    await line.flush("idle", clock_at(T + 5), last=True)
+    assert told == [1, 2, 3, 4, 5]
 
 
 async def test_an_event_without_a_time_waits_and_so_do_the_ones_after_it() -> None:
@@ -132,7 +172,7 @@ async def test_the_last_flush_writes_every_event_of_the_wake_in_one_step() -> No
     assert seqs(live.written) == [[1, 2, 3, 4, 5]]
     assert live.written[0].status == "idle"
     assert journal.sends == []
-    assert line.mark == TimelineMark(5, 2)
+    assert line.mark == TimelineMark(5, 1)
 
 
 async def test_when_the_last_step_gives_up_the_events_go_to_the_projector() -> None:

@@ -3,6 +3,7 @@ child process on free ports under a temporary TEASPILL_HOME."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ import pytest
 
 from schemas.events import Event, TurnEnded
 from services.ingress import Ingress
+from services.projection.store import ProjectionStore
 from services.settings import Settings
 from services.stack import isolated_settings
 from services.stack.endpoint import Endpoint
@@ -48,6 +50,23 @@ class LiveStack:
             events.extend(page.events)
             if not page.events or len(events) >= page.last_seq:
                 return events
+
+    def shown(self, address: str) -> list[Event]:
+        """The timeline as UIs read it, from the projection: it holds each event as soon
+        as the step that made it returned, where Restate's copy (`events`) gets a running
+        wake's events when the wake ends."""
+
+        async def read() -> list[Event]:
+            path = self.home / "projection.db"
+            if not path.exists():
+                return []
+            store = await ProjectionStore.open(path, readonly=True)
+            try:
+                return await store.timeline(address, limit=100_000)
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
 
     def wait_for_turn_end(self, address: str, turn: int, timeout: float = 120.0) -> TurnEnded:
         def ended() -> TurnEnded | None:

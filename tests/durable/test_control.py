@@ -59,6 +59,11 @@ def bodies(stack: LiveStack, address: str, kind: type) -> list[object]:
     return [e.body for e in stack.events(address) if isinstance(e.body, kind)]
 
 
+def shown(stack: LiveStack, address: str, kind: type) -> list[object]:
+    """What a UI shows while the wake runs (Restate's copy gets its events at the end)."""
+    return [e.body for e in stack.shown(address) if isinstance(e.body, kind)]
+
+
 def test_an_ask_tool_waits_survives_sigkill_and_runs_once_when_approved_twice(
     stack: LiveStack, address: str
 ) -> None:
@@ -145,7 +150,7 @@ def test_stop_ends_a_slow_model_round_within_seconds(stack: LiveStack, address: 
         {"sleep": 60, "reply": "never"},
     )
     stack.ingress.send_wake(address, Message(text, spec=spec))
-    eventually(lambda: len(bodies(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
+    eventually(lambda: len(shown(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
     ended = ended_within(stack, address, 3)
 
     assert ended.outcome == "stopped"
@@ -160,7 +165,7 @@ def test_stop_ends_a_turn_in_the_middle_of_a_slow_tool_step(stack: LiveStack, ad
     text = script({"calls": [{"name": "ledger", "arguments": {"entry": "x", "seconds": 60}}]})
     stack.ingress.send_wake(address, Message(text, spec=spec))
     eventually(lambda: stack.ingress.status(address).state == "running" or None, 30, "a turn")
-    eventually(lambda: len(stack.events(address)) >= 3 or None, 30, "the tool step")
+    eventually(lambda: len(stack.shown(address)) >= 3 or None, 30, "the tool step")
     assert ended_within(stack, address, 3).outcome == "stopped"
 
 
@@ -245,7 +250,7 @@ def test_the_ledger_survives_sigkill_between_reservation_and_use(
         {"sleep": 3, "reply": "slow answer"},
     )
     stack.ingress.send_wake(address, Message(text, spec=spec))
-    eventually(lambda: len(bodies(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
+    eventually(lambda: len(shown(stack, address, ModelMessage)) == 1 or None, 30, "round 2")
     stack.restart_endpoint(kill=True)
     stack.wait_for_turn_end(address, 1)
 

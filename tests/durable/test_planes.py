@@ -50,9 +50,7 @@ def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_p
         {"sleep": 3.0, "reply": "2+3 is {results}"},
     )
     stack.ingress.send_wake(address, Message(text, spec=SPEC))
-    eventually(
-        lambda: len(stack.events(address)) >= 4 or None, 30, "the second model call to start"
-    )
+    eventually(lambda: len(stack.shown(address)) >= 4 or None, 30, "the second model call to start")
     assert stack.ingress.status(address).state == "running"
     execution.kill()
     execution.start()
