@@ -73,6 +73,9 @@ class Projection:
         self._closed = False
         self._queue: list[_Records] = []
         self._writer: asyncio.Task[None] | None = None
+        self._held: dict[str, set[int]] = {}
+        """Per agent, the seqs of offered events committed to the open file: a wake's
+        last write need not write them again."""
 
     async def record(
         self,
@@ -95,8 +98,14 @@ class Projection:
             self._enqueue(_Records(batch.events, statuses=decided(batch), done=None))
 
     async def write(self, batch: EventBatch) -> None:
-        """Return once an agent's batch is committed."""
-        await self.record(events=batch.events, statuses=decided(batch))
+        """Return once an agent's batch is committed. Events its offers already committed
+        are not written again (the last one always is: it carries the status)."""
+        if not batch.events:
+            return
+        *rest, last = batch.events
+        held = self._held.pop(last.agent, set())
+        events = [*(e for e in rest if e.seq not in held), last]
+        await self.record(events=events, statuses=decided(batch))
 
     def _enqueue(self, records: _Records) -> None:
         self._queue.append(records)
@@ -142,6 +151,9 @@ class Projection:
             return any([await self._commit([records]) for records in group])
         for records in group:
             records.settle(None)
+            if records.done is None:
+                for event in records.events:
+                    self._held.setdefault(event.agent, set()).add(event.seq)
         return True
 
     async def _current(self) -> ProjectionStore:
@@ -158,6 +170,7 @@ class Projection:
         return self._store
 
     async def _close_store(self) -> None:
+        self._held.clear()  # what a new file holds is not known
         if self._store is not None:
             await self._store.close()
             self._store = None

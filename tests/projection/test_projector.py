@@ -200,3 +200,35 @@ async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_
         row = await store.agent("acme.a")
     assert row is not None
     assert row.status == "waiting"
+
+
+async def test_a_wakes_last_write_skips_what_its_offers_already_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    transactions = Transactions(monkeypatch)
+    events = tuple(timeline("acme.a", 2))  # the last one, seq 6, is `waiting`
+    projection.offer(EventBatch(events[:4], "running"))
+    await projection.record(events=timeline("acme.b", 1))  # after the offer's commit
+    await projection.write(EventBatch(events, "waiting"))
+    await projection.close()
+    assert transactions.sizes == [7, 2], "seqs 5 and 6: the one not offered, and the last"
+    async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        assert await store.timeline("acme.a") == list(events)
+        row = await store.agent("acme.a")
+    assert row is not None
+    assert row.status == "waiting"
+
+
+async def test_a_replaced_file_gets_every_event_of_the_last_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = Projection(tmp_path / "p.db")
+    events = tuple(timeline("acme.a", 2))
+    projection.offer(EventBatch(events[:4], "running"))
+    await projection.record(events=timeline("acme.b", 1))
+    await projection.replace(lambda store: store.record_events(timeline("acme.b", 1)))
+    await projection.write(EventBatch(events, "waiting"))
+    await projection.close()
+    async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        assert await store.timeline("acme.a") == list(events)
