@@ -69,6 +69,8 @@ class _Pending:
     round: int
     body: EventBody
     at: float | None
+    event: Event | None = None
+    """Made once its time is known (and never changed after)."""
 
 
 class Timeline:
@@ -91,6 +93,9 @@ class Timeline:
         self._buffer: list[_Pending] = []
         self._shown = 0
         """Buffered events already handed over (the buffer's first ones)."""
+        self._stamped = 0
+        """Buffered events stamped so far (the buffer's first ones): a stamp goes on from
+        there, not over the whole buffer (which holds a whole wake)."""
         self._unsent: list[Event] = []
         """Events in chunks that the projection is not sure to hold yet."""
         self._seq = mark.last_seq
@@ -107,9 +112,10 @@ class Timeline:
 
     def stamp(self, at: float) -> None:
         """Give events that have no time yet this one (the start of the next step)."""
-        for pending in self._buffer:
+        for pending in self._buffer[self._stamped :]:
             if pending.at is None:
                 pending.at = at
+        self._stamped = len(self._buffer)
 
     def show(self) -> None:
         """Hand the projection and the observers the buffered events whose time is known
@@ -148,17 +154,20 @@ class Timeline:
             await self._project(status)
 
     async def _chunk(self, clock: Callable[[], Awaitable[float]]) -> tuple[Event, ...]:
-        if any(pending.at is None for pending in self._buffer):
+        if any(pending.at is None for pending in self._buffer[self._stamped :]):
             self.stamp(await clock())
         events = tuple(self._event(p) for p in self._buffer)
         self._buffer.clear()
+        self._stamped = 0
         self._store.write_chunk(self.mark.chunks, Chunk(events))
         self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
         return events
 
     def _event(self, p: _Pending) -> Event:
-        at = datetime.fromtimestamp(p.at or 0, UTC)
-        return Event(self._address, p.seq, p.turn, p.round, at, p.body)
+        if p.event is None:
+            at = datetime.fromtimestamp(p.at or 0, UTC)
+            p.event = Event(self._address, p.seq, p.turn, p.round, at, p.body)
+        return p.event
 
     async def _project(self, status: AgentState) -> None:
         live = self._live

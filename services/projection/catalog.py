@@ -9,9 +9,7 @@ leave the same row as recomputing it from every event.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from schemas.address import parse_address
@@ -33,9 +31,9 @@ STATUS_BY_EVENT = {
 """Which events decide an agent's status; the newest of them wins."""
 
 
-@dataclass(frozen=True)
-class CatalogRow:
-    """One agent's row in the `agents` table, with the seq each field was decided at."""
+class CatalogRow(NamedTuple):
+    """One agent's row in the `agents` table, with the seq each field was decided at; its
+    fields in the table's column order, so the row is the statement's parameters."""
 
     address: str
     tenant: str
@@ -75,24 +73,30 @@ class _Fold:
             self.ended = _newer(self.ended, event)
 
     def row(self) -> CatalogRow:
-        row = CatalogRow(
+        kind, spec_version, started_seq = "", 0, 0
+        status, status_seq = "idle", 0
+        last_outcome, ended_seq = None, 0
+        if (event := self.status) is not None:
+            status, status_seq = STATUS_BY_EVENT[str(event.body.__struct_config__.tag)], event.seq
+        if (event := self.started) is not None and isinstance(event.body, TurnStarted):
+            kind, spec_version = event.body.spec_kind, event.body.spec_version
+            started_seq = event.seq
+        if (event := self.ended) is not None and isinstance(event.body, TurnEnded):
+            last_outcome, ended_seq = event.body.outcome, event.seq
+        return CatalogRow(
             self.address,
             parse_address(self.address).tenant,
-            turn=self.turn,
-            last_seq=self.seq,
-            last_activity=self.at.isoformat(),
+            kind,
+            spec_version,
+            started_seq,
+            status,
+            status_seq,
+            last_outcome,
+            ended_seq,
+            self.turn,
+            self.seq,
+            self.at.isoformat(),
         )
-        if (status := self.status) is not None:
-            tag = str(status.body.__struct_config__.tag)
-            row = dataclasses.replace(row, status=STATUS_BY_EVENT[tag], status_seq=status.seq)
-        if (started := self.started) is not None and isinstance(started.body, TurnStarted):
-            body = started.body
-            row = dataclasses.replace(
-                row, kind=body.spec_kind, spec_version=body.spec_version, started_seq=started.seq
-            )
-        if (ended := self.ended) is not None and isinstance(ended.body, TurnEnded):
-            row = dataclasses.replace(row, last_outcome=ended.body.outcome, ended_seq=ended.seq)
-        return row
 
 
 def _newer(known: Event | None, event: Event) -> Event:
@@ -122,5 +126,5 @@ def catalog_rows(
     rows = {agent: fold.row() for agent, fold in folds.items()}
     for agent, (status, seq) in (decided or {}).items():
         if agent in rows and rows[agent].status_seq <= seq:
-            rows[agent] = dataclasses.replace(rows[agent], status=status, status_seq=seq)
+            rows[agent] = rows[agent]._replace(status=status, status_seq=seq)
     return [rows[address] for address in sorted(rows)]

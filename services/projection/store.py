@@ -16,7 +16,6 @@ commit is on the path from an agent's append to its followers.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -157,7 +156,7 @@ class ProjectionStore:
         )
 
     async def _upsert_catalog(self, rows: Sequence[CatalogRow]) -> None:
-        await self._db.executemany(_UPSERT_AGENT, [dataclasses.astuple(row) for row in rows])
+        await self._db.executemany(_UPSERT_AGENT, rows)
 
     async def _insert_specs(self, specs: Sequence[PublishedSpec]) -> None:
         rows = [
