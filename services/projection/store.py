@@ -16,7 +16,8 @@ commit is on the path from an agent's append to its followers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ import msgspec
 from schemas.catalog import ApiKey, PublishedSpec
 from schemas.events import Event
 from schemas.spec import AgentSpec
-from services.projection.catalog import CatalogRow, Decided, catalog_rows
+from services.projection.catalog import Decided, catalog_rows
 from services.projection.migrations import MIGRATIONS
 
 _AGENT = "address, tenant, kind, spec_version, status, turn, last_seq, last_outcome, last_activity"
@@ -56,6 +57,20 @@ on conflict (address) do update set
 """The catalog's merge (`catalog.py`): each field decided by an event keeps the value
 decided at the higher seq (every right-hand side reads the row as it was before the
 update)."""
+
+_INSERT_EVENTS = (
+    "insert into events (agent, seq, turn, type, at, event) values (?, ?, ?, ?, ?, ?)"
+    " on conflict (agent, seq) do nothing"
+)
+_INSERT_SPECS = (
+    "insert into specs (tenant, kind, version, spec, published_at) values (?, ?, ?, ?, ?)"
+    " on conflict do nothing"
+)
+_UPSERT_KEYS = (
+    "insert into keys (id, tenant, scope, hash, created_at, revoked_at)"
+    " values (?, ?, ?, ?, ?, ?) on conflict (id) do update set"
+    " revoked_at = coalesce(keys.revoked_at, excluded.revoked_at)"
+)
 
 
 @dataclass(frozen=True)
@@ -121,19 +136,24 @@ class ProjectionStore:
     ) -> None:
         """Everything given, in one transaction: all of it is recorded, or none.
         `statuses`: agents' statuses as they decided them (see `catalog.Decided`)."""
-        rows = catalog_rows(events, statuses)
-        try:  # each statement is a hop to the connection's thread: none for nothing
-            if events:
-                await self._insert_events(events)
-                await self._upsert_catalog(rows)
-            if specs:
-                await self._insert_specs(specs)
-            if keys:
-                await self._upsert_keys(keys)
-            await self._db.commit()
-        except BaseException:
-            await self._db.rollback()
-            raise
+        statements: list[tuple[str, Sequence[tuple[Any, ...]]]] = []
+        if events:
+            statements.append((_INSERT_EVENTS, _event_rows(events)))
+            statements.append((_UPSERT_AGENT, catalog_rows(events, statuses)))
+        if specs:
+            statements.append((_INSERT_SPECS, _spec_rows(specs)))
+        if keys:
+            statements.append((_UPSERT_KEYS, _key_rows(keys)))
+        if statements:
+            await self._in_thread(_transaction, statements)
+
+    async def _in_thread(self, work: Callable[..., None], *args: object) -> None:
+        """`work(connection, *args)` on the connection's thread: one hop for a whole
+        transaction (a hop per statement costs more than the statements when a
+        transaction holds a few events). aiosqlite has no public call for this; its own
+        methods use `_execute`, and the version is pinned (pyproject.toml)."""
+        db = self._db
+        await db._execute(work, db._conn, *args)  # type: ignore[no-untyped-call]
 
     async def record_events(self, events: Sequence[Event]) -> None:
         await self.record(events=events)
@@ -143,45 +163,6 @@ class ProjectionStore:
 
     async def record_key(self, key: ApiKey) -> None:
         await self.record(keys=(key,))
-
-    async def _insert_events(self, events: Sequence[Event]) -> None:
-        rows = [
-            (e.agent, e.seq, e.turn, _tag(e), e.at.isoformat(), msgspec.json.encode(e))
-            for e in events
-        ]
-        await self._db.executemany(
-            "insert into events (agent, seq, turn, type, at, event) values (?, ?, ?, ?, ?, ?)"
-            " on conflict (agent, seq) do nothing",
-            rows,
-        )
-
-    async def _upsert_catalog(self, rows: Sequence[CatalogRow]) -> None:
-        await self._db.executemany(_UPSERT_AGENT, rows)
-
-    async def _insert_specs(self, specs: Sequence[PublishedSpec]) -> None:
-        rows = [
-            (p.tenant, p.spec.kind, p.spec.version, msgspec.json.encode(p.spec),
-             p.published_at.isoformat())
-            for p in specs
-        ]  # fmt: skip
-        await self._db.executemany(
-            "insert into specs (tenant, kind, version, spec, published_at) values (?, ?, ?, ?, ?)"
-            " on conflict do nothing",
-            rows,
-        )
-
-    async def _upsert_keys(self, keys: Sequence[ApiKey]) -> None:
-        rows = [
-            (k.id, k.tenant, k.scope, k.hash, k.created_at.isoformat(),
-             k.revoked_at.isoformat() if k.revoked_at else None)
-            for k in keys
-        ]  # fmt: skip
-        await self._db.executemany(
-            "insert into keys (id, tenant, scope, hash, created_at, revoked_at)"
-            " values (?, ?, ?, ?, ?, ?) on conflict (id) do update set"
-            " revoked_at = coalesce(keys.revoked_at, excluded.revoked_at)",
-            rows,
-        )
 
     # --- reads ------------------------------------------------------------------------
 
@@ -302,6 +283,40 @@ async def _migrate(db: aiosqlite.Connection) -> None:
     for version, script in enumerate(MIGRATIONS[done:], start=done + 1):
         record = f"insert into migrations values ({version})"  # noqa: S608 - an int
         await db.executescript(f"begin; {script}; {record}; commit;")
+
+
+def _transaction(
+    db: sqlite3.Connection, statements: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+) -> None:
+    try:
+        for sql, rows in statements:
+            db.executemany(sql, rows)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
+    return [
+        (e.agent, e.seq, e.turn, _tag(e), e.at.isoformat(), msgspec.json.encode(e)) for e in events
+    ]
+
+
+def _spec_rows(specs: Sequence[PublishedSpec]) -> list[tuple[Any, ...]]:
+    return [
+        (p.tenant, p.spec.kind, p.spec.version, msgspec.json.encode(p.spec),
+         p.published_at.isoformat())
+        for p in specs
+    ]  # fmt: skip
+
+
+def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
+    return [
+        (k.id, k.tenant, k.scope, k.hash, k.created_at.isoformat(),
+         k.revoked_at.isoformat() if k.revoked_at else None)
+        for k in keys
+    ]  # fmt: skip
 
 
 def _tag(event: Event) -> str:
