@@ -1,8 +1,9 @@
 """Waiting for the projector to catch up, and checking its copy of each timeline.
 
-Agents send every append to the `Projector` one-way, so a wake can end before its events
-are in `$TEASPILL_HOME/projection.db`. A round is only finished for a UI once it is
-projected; the benchmarks wait for that, time it, and check the copy like the original.
+An agent's wake writes its events to `$TEASPILL_HOME/projection.db` before it returns,
+unless the projection could not be written and they went to the `Projector` instead,
+which writes them later. A round is only finished for a UI once it is projected; the
+benchmarks wait for that, time it, and check the copy like the original.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ import pytest
 
 from bench.__main__ import expand, parse_args
 from bench.baseline import PlainResult
+from bench.commits import main as commits_main
+from bench.commits import round_batches
 from bench.context import summarize, sustained_line
 from bench.journal import JournalCost, ServiceCost
 from bench.results import CpuPerRound, Gaps, Result
@@ -187,3 +189,16 @@ def test_each_repetition_has_agents_of_its_own() -> None:
     plan = Plan(agents=5, turns=3, rounds=3)
     names = {dataclasses.replace(plan, run=run).name("sequential") for run in range(3)}
     assert names == {"sequential", "sequential-r1", "sequential-r2"}
+
+
+def test_the_commit_benchmark_writes_rounds_as_an_agent_hands_them_over(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    batches = round_batches("acme.bench.one", 3)
+    assert [[e.seq for e in b.events] for b in batches] == [[1, 2], [3], [4, 5], [6], [7, 8], [9]]
+    assert commits_main(["--rounds", "10", "--agents", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [["1", "agent,"], ["2", "agents,"]]
+    with pytest.raises(SystemExit) as refused:
+        commits_main(["--rounds", "3"])
+    assert refused.value.code == 2

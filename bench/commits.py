@@ -1,0 +1,105 @@
+"""`python -m bench.commits`: what one projection commit costs, in this process.
+
+A sequential agent's round hands the projection two batches (the model's reply, then the
+tool's result), each its own transaction when nothing else is queued; with many agents
+at once their batches share transactions. This writes calculator rounds of one agent
+commit by commit, then of 50 agents a round at a time, through `Projection.write` on a
+file in a temporary directory, and prints CPU and wall milliseconds per commit (the
+process's CPU: the event loop and SQLite's thread). No stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from schemas.catalog import EventBatch
+from schemas.chat import ToolCall
+from schemas.events import Event, EventBody, ModelMessage, ToolCalled, ToolFinished
+from services.projection.projector import Projection
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def round_batches(agent: str, rounds: int) -> list[EventBatch]:
+    """A calculator round as the agent hands it over: its reply and call, then the result."""
+    batches: list[EventBatch] = []
+    seq = 0
+    for round_ in range(1, rounds + 1):
+        call = ToolCall(f"call_{round_}", "calculator", {"expression": "2+3"})
+        for bodies in (
+            (ModelMessage("script", "", (call,)), ToolCalled(call.id, call.name, call.arguments)),
+            (ToolFinished(call.id, call.name, "ok", "5"),),
+        ):
+            events = []
+            for body in bodies:
+                seq += 1
+                events.append(_event(agent, seq, round_, body))
+            batches.append(EventBatch(tuple(events), "running"))
+    return batches
+
+
+def _event(agent: str, seq: int, round_: int, body: EventBody) -> Event:
+    return Event(agent, seq, 1, round_, START + timedelta(milliseconds=seq), body)
+
+
+async def one_agent(path: Path, rounds: int) -> tuple[float, float, int]:
+    projection = Projection(path)
+    batches = round_batches("acme.bench.one", rounds)
+    await projection.write(batches[0])  # opens the file
+    cpu, wall = time.process_time(), time.perf_counter()
+    for batch in batches[1:]:
+        await projection.write(batch)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    await projection.close()
+    return cpu, wall, len(batches) - 1
+
+
+async def many_agents(path: Path, agents: int, rounds: int) -> tuple[float, float, int]:
+    projection = Projection(path)
+    each = [round_batches(f"acme.bench.a{n}", rounds) for n in range(agents)]
+    await projection.write(each[0][0])
+    cpu, wall = time.process_time(), time.perf_counter()
+    for step in range(1, 2 * rounds):
+        await asyncio.gather(*(projection.write(batches[step]) for batches in each))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    await projection.close()
+    return cpu, wall, 2 * rounds - 1
+
+
+async def measure(rounds: int, agents: int) -> list[str]:
+    with tempfile.TemporaryDirectory() as home:
+        cpu, wall, commits = await one_agent(Path(home) / "one.db", rounds)
+        lines = [_line("1 agent, a commit per batch", cpu, wall, commits, commits)]
+        cpu, wall, steps = await many_agents(Path(home) / "many.db", agents, rounds // 10)
+        lines.append(_line(f"{agents} agents, a batch each", cpu, wall, steps, steps * agents))
+    return lines
+
+
+def _line(what: str, cpu: float, wall: float, groups: int, batches: int) -> str:
+    return (
+        f"{what:<28} {batches:>7,} batches  {1000 * cpu / groups:6.3f} ms CPU"
+        f"  {1000 * wall / groups:6.3f} ms wall per group of writes"
+        f"  {1000 * cpu / batches:6.3f} ms CPU per batch"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=1500, help="rounds of the one agent")
+    parser.add_argument("--agents", type=int, default=50, help="agents writing at once")
+    args = parser.parse_args(argv)
+    if args.rounds < 10 or args.agents < 1:
+        parser.error("--rounds must be at least 10 and --agents at least 1")
+    for line in asyncio.run(measure(args.rounds, args.agents)):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
