@@ -7,8 +7,8 @@
   with the record in one round trip and rewritten when a turn ends or a fold moves on;
 - `history`: the whole history as one value, as agents kept it before segments: read once
   by the first wake that finds it, written again as segment 0 and cleared;
-- `timeline.{n}`: chunk n of the timeline (a wake's events, at most 64), written once and
-  never again.
+- `timeline.{n}`: chunk n of the timeline (a wake's events; see `timeline.py` for its
+  bounds), written once and never again.
 
 A running wake writes chunks before it writes the record, so a reader finds the newest
 chunks by reading on from the record's mark until a chunk is missing.

@@ -48,8 +48,10 @@ ATTEMPTS = 3
 """Attempts at that step before its events go to the `Projector` instead."""
 
 CHUNK_EVENTS = 64
-"""A wake with this many events waiting writes them as a chunk at its next flush, so no
-chunk grows with the length of a wake."""
+CHUNK_CHARS = 1_000_000
+"""A wake with this many events waiting, or this many characters of text in them (a tool
+result may hold two million), writes them as a chunk at its next flush, so no chunk grows
+with the length of a wake."""
 
 
 class LiveProjection(Protocol):
@@ -99,11 +101,14 @@ class Timeline:
         self._unsent: list[Event] = []
         """Events in chunks that the projection is not sure to hold yet."""
         self._seq = mark.last_seq
+        self._chars = 0
+        """Characters of text in the buffered events (`_text_chars`)."""
 
     def add(self, turn: int, round_: int, *bodies: EventBody, at: float | None = None) -> None:
         for body in bodies:
             self._seq += 1
             self._buffer.append(_Pending(self._seq, turn, round_, body, at))
+            self._chars += _text_chars(body)
 
     @property
     def pending(self) -> bool:
@@ -138,7 +143,7 @@ class Timeline:
         """Show what is ready, and write a chunk when one is due (see the module's text);
         the wake's `last` flush writes the rest and makes sure the projection holds every
         event of the wake."""
-        if self._live is not None and not last and len(self._buffer) < CHUNK_EVENTS:
+        if self._live is not None and not last and not self._chunk_due:
             self.show()
             return
         if self._buffer:
@@ -153,12 +158,17 @@ class Timeline:
         if last and self._unsent:
             await self._project(status)
 
+    @property
+    def _chunk_due(self) -> bool:
+        return len(self._buffer) >= CHUNK_EVENTS or self._chars >= CHUNK_CHARS
+
     async def _chunk(self, clock: Callable[[], Awaitable[float]]) -> tuple[Event, ...]:
         if any(pending.at is None for pending in self._buffer[self._stamped :]):
             self.stamp(await clock())
         events = tuple(self._event(p) for p in self._buffer)
         self._buffer.clear()
         self._stamped = 0
+        self._chars = 0
         self._store.write_chunk(self.mark.chunks, Chunk(events))
         self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
         return events
@@ -185,3 +195,13 @@ class Timeline:
             batch = EventBatch(tuple(self._unsent), status)
             send(self._ctx, PROJECT_EVENTS, batch, key=self._address)
             self._unsent.clear()
+
+
+def _text_chars(body: EventBody) -> int:
+    """The characters of an event's text fields: what makes an event large (a tool's
+    result, a model's reply)."""
+    return sum(
+        len(value)
+        for value in (getattr(body, name) for name in body.__struct_fields__)
+        if isinstance(value, str)
+    )

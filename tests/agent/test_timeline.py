@@ -15,7 +15,7 @@ from schemas.catalog import EventBatch
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store
-from services.agent.timeline import CHUNK_EVENTS, PROJECTED, Timeline
+from services.agent.timeline import CHUNK_CHARS, CHUNK_EVENTS, PROJECTED, Timeline
 from services.contracts import PROJECT_EVENTS
 
 pytestmark = pytest.mark.anyio
@@ -130,6 +130,18 @@ async def test_a_long_wake_writes_a_chunk_whenever_enough_events_wait() -> None:
     assert [seq for chunk in written for seq in chunk] == list(range(1, 79))
     offered = [seq for batch in live.offered for seq in [e.seq for e in batch.events]]
     assert offered == list(range(1, 79)), "every event handed over once, in order"
+
+
+async def test_large_results_are_written_as_a_chunk_before_the_wake_ends() -> None:
+    journal, live = Journal(), Live()
+    line = timeline(journal, live)
+    big = "x" * (CHUNK_CHARS // 2)
+    for round_ in range(1, 5):
+        line.add(1, round_, ToolFinished("c1", "calculator", "ok", big), at=T + round_)
+        line.show()
+        await line.flush("running", clock)
+    await line.flush("idle", clock, last=True)
+    assert chunks(journal) == [[1, 2], [3, 4]], "no chunk holds more than CHUNK_CHARS of text"
 
 
 async def test_observers_are_told_of_each_event_once_as_it_is_handed_over() -> None:
