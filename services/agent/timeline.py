@@ -8,12 +8,13 @@ soon as its time is known (`show`, called once a step returned: the step's resul
 what it decided, is durable then), without a round trip and without waiting for the
 commit, so a follower sees a model's reply before the round's tool calls run. The wake's
 object state gets the events as chunks: one at the wake's end, and one whenever
-`CHUNK_EVENTS` are waiting (a wake of many rounds). The wake's last step then makes sure
-of the projection: one journaled step writes every event of the wake and returns once
-they are committed. A wake that dies before that step replays and writes them then; a
-step that cannot write them (the projection is broken) gives up after a few attempts and
-sends them to the `Projector` instead, which retries on its own. Every write is an upsert
-by seq, so an event that arrives twice is written once.
+`CHUNK_EVENTS` events or `CHUNK_CHARS` characters of their text are waiting (a wake of
+many rounds, large results). The wake's last step then makes sure of the projection: one
+journaled step writes every event of the wake and returns once they are committed. A
+wake that dies before that step replays and writes them then; a step that cannot write
+them (the projection is broken) gives up after a few attempts and sends them to the
+`Projector` instead, which retries on its own. Every write is an upsert by seq, so an
+event that arrives twice is written once.
 
 Without the projection in this process, every flush (before each model step and each
 tool call that changes the world) writes a chunk and sends it to the `Projector`.
