@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -11,11 +10,10 @@ import msgspec
 import pytest
 
 from bench.rounds import bench_spec, turn_script
-from schemas.events import Event, TurnEnded, WakeResult
+from schemas.events import TurnEnded, WakeResult
 from schemas.wake import Message, WakeEnvelope
 from services.agent.timeline import PROJECTED
 from services.contracts import AGENT, PROJECTOR, WAKE
-from services.projection.store import ProjectionStore
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack
 
@@ -63,17 +61,6 @@ def wake(stack: LiveStack, address: str, turn: int) -> str:
     return answer.headers["x-restate-id"]
 
 
-def projected(stack: LiveStack, address: str) -> list[Event]:
-    async def read() -> list[Event]:
-        store = await ProjectionStore.open(stack.home / "projection.db")
-        try:
-            return await store.timeline(address, limit=1000)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
 def test_a_round_journals_its_two_steps_and_nothing_else(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
@@ -103,7 +90,7 @@ def test_a_wake_invokes_nothing_and_its_events_are_projected_when_it_returns(
     events = stack.events(address)
     assert isinstance(events[-1].body, TurnEnded)
     assert events[-1].turn == 2
-    assert projected(stack, address) == events
+    assert stack.shown(address) == events
 
 
 def test_journal_bytes_do_not_grow_with_the_timeline(

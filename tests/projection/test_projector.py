@@ -52,6 +52,17 @@ async def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         return await store.dump()
 
 
+async def status_of(path: Path, agent: str) -> str | None:
+    async with await ProjectionStore.open(path) as store:
+        row = await store.agent(agent)
+    return row.status if row is not None else None
+
+
+async def timeline_of(path: Path, agent: str) -> list[Event]:
+    async with await ProjectionStore.open(path) as store:
+        return await store.timeline(agent)
+
+
 async def one_by_one(path: Path, batches: list[list[Event]]) -> dict[str, list[tuple[Any, ...]]]:
     async with await ProjectionStore.open(path) as store:
         for batch in batches:
@@ -155,10 +166,7 @@ async def test_offered_batches_are_committed_without_anyone_waiting(tmp_path: Pa
     await projection.close()
     tables = await dump(tmp_path / "p.db")
     assert len(tables["events"]) == 9
-    async with await ProjectionStore.open(tmp_path / "p.db") as store:
-        row = await store.agent("acme.a")
-    assert row is not None
-    assert row.status == "waiting"
+    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
     assert {agent: seq for notice in told for agent, seq in notice.items()} == {
         "acme.a": 6,
         "acme.b": 3,
@@ -196,10 +204,7 @@ async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
     assert transactions.sizes == [6]
-    async with await ProjectionStore.open(tmp_path / "p.db") as store:
-        row = await store.agent("acme.a")
-    assert row is not None
-    assert row.status == "waiting"
+    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
 
 
 async def test_a_wakes_last_write_skips_what_its_offers_already_committed(
@@ -213,16 +218,11 @@ async def test_a_wakes_last_write_skips_what_its_offers_already_committed(
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
     assert transactions.sizes == [7, 2], "seqs 5 and 6: the one not offered, and the last"
-    async with await ProjectionStore.open(tmp_path / "p.db") as store:
-        assert await store.timeline("acme.a") == list(events)
-        row = await store.agent("acme.a")
-    assert row is not None
-    assert row.status == "waiting"
+    assert await timeline_of(tmp_path / "p.db", "acme.a") == list(events)
+    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
 
 
-async def test_a_replaced_file_gets_every_event_of_the_last_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_replaced_file_gets_every_event_of_the_last_write(tmp_path: Path) -> None:
     projection = Projection(tmp_path / "p.db")
     events = tuple(timeline("acme.a", 2))
     projection.offer(EventBatch(events[:4], "running"))
@@ -230,5 +230,4 @@ async def test_a_replaced_file_gets_every_event_of_the_last_write(
     await projection.replace(lambda store: store.record_events(timeline("acme.b", 1)))
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
-    async with await ProjectionStore.open(tmp_path / "p.db") as store:
-        assert await store.timeline("acme.a") == list(events)
+    assert await timeline_of(tmp_path / "p.db", "acme.a") == list(events)
