@@ -49,6 +49,7 @@ def needs_clock(limits: Limits) -> bool:
 class Pipeline:
     def __init__(self, tools: Sequence[ToolDefinition]) -> None:
         self._tools = {tool.name: tool for tool in tools}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
 
     def before_model(
         self, turn: TurnState, ledger: Ledger, request: ModelRequest, now: float, spent: float
@@ -78,15 +79,23 @@ class Pipeline:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
         check_time(turn, spent)
-        tool = self._tools.get(call.name)
-        if tool is None:
+        validator = self._validator(call.name)
+        if validator is None:
             return None
-        validator = _validator(msgspec.json.encode(tool.parameters, order="sorted"))
         error = jsonschema.exceptions.best_match(validator.iter_errors(call.arguments))
         if error is None:
             return None
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
         return f"The arguments of {call.name} are not valid: {where}: {error.message}."
+
+    def _validator(self, name: str) -> jsonschema.protocols.Validator | None:
+        if (validator := self._validators.get(name)) is None:
+            tool = self._tools.get(name)
+            if tool is None:
+                return None
+            validator = _validator(msgspec.json.encode(tool.parameters, order="sorted"))
+            self._validators[name] = validator
+        return validator
 
 
 def after_model(ledger: Ledger, usage: Usage, at: float) -> Ledger:

@@ -195,30 +195,59 @@ def shown_history(segments: tuple[Segment, ...]) -> Shown:
 
 
 @dataclass(frozen=True)
-class Layers:
-    """The prompt's layers before cuts, with their fingerprints."""
+class Fixed:
+    """L0: the instructions and the tools shown. The same for every round of a turn, so
+    its text, size and fingerprint are worked out once per turn, not once per round."""
 
     system: ChatMessage
     tools: tuple[ToolDefinition, ...]
+
+    @cached_property
+    def tools_text(self) -> str:
+        return tools_text(self.tools)
+
+    @cached_property
+    def text(self) -> str:
+        return canonical({"instructions": self.system.content, "tools": self.tools_text})
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return fingerprint(self.text)
+
+    @cached_property
+    def chars(self) -> int:
+        return message_chars(self.system) + len(self.tools_text)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The prompt's layers before cuts, with their fingerprints."""
+
+    fixed: Fixed
     folds: ChatMessage | None
     recent: Shown
     current: tuple[ChatMessage, ...]
     turn: int
 
     @property
+    def system(self) -> ChatMessage:
+        return self.fixed.system
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        return self.fixed.tools
+
+    @property
     def fingerprint(self) -> str:
-        return fingerprint(self._l0())
+        return self.fixed.fingerprint
 
     @property
     def folds_fingerprint(self) -> str:
         folds = self.folds.content if self.folds is not None else ""
-        return fingerprint(self._l0() + "\n" + folds)
-
-    def _l0(self) -> str:
-        return canonical({"instructions": self.system.content, "tools": tools_text(self.tools)})
+        return fingerprint(self.fixed.text + "\n" + folds)
 
     def chars(self) -> int:
-        fixed = message_chars(self.system) + len(tools_text(self.tools))
+        fixed = self.fixed.chars
         if self.folds is not None:
             fixed += message_chars(self.folds)
         return fixed + self.recent.chars + sum(message_chars(m) for m in self.current)
@@ -259,15 +288,14 @@ def kept_blocks(
 
 
 def layers_of(
-    system: ChatMessage,
+    fixed: Fixed,
     *,
-    tools: tuple[ToolDefinition, ...],
     state: ContextState,
     recent: Shown,
     current: tuple[ChatMessage, ...],
     turn: int,
 ) -> Layers:
-    return Layers(system, tools, folds_message(state.blocks), recent, current, turn)
+    return Layers(fixed, folds_message(state.blocks), recent, current, turn)
 
 
 def cut_marker(total: int, shown: int, turn: int, index: int) -> str:
@@ -317,7 +345,7 @@ def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     total = layers.chars()
     if longest <= cap and estimate.tokens(total) <= budget.prompt:  # nothing to cut
         messages = (*head, *layers.recent.messages, *layers.current)
-        return Prompt(messages, False, total - len(tools_text(layers.tools)))
+        return Prompt(messages, False, total - len(layers.fixed.tools_text))
     entries = _entries(layers)
     shown = [min(len(e.message.content), cap) for e in entries]
     fixed = total - sum(len(e.message.content) for e in entries)
@@ -328,5 +356,5 @@ def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
         shown[largest] = max(shown[largest] // 2, MIN_SHOWN)
     cut = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
     was_cut = any(size < len(e.message.content) for e, size in zip(entries, shown, strict=True))
-    chars = fixed - len(tools_text(layers.tools)) + sum(len(m.content) for m in cut)
+    chars = fixed - len(layers.fixed.tools_text) + sum(len(m.content) for m in cut)
     return Prompt((*head, *cut), was_cut, chars)

@@ -46,6 +46,7 @@ from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
 from services.harness.context import (
     Budget,
     Estimate,
+    Fixed,
     Layers,
     Shown,
     assemble,
@@ -53,7 +54,6 @@ from services.harness.context import (
     observed,
     shown_history,
     summary_chars,
-    tools_text,
 )
 from services.harness.folding import extractive, folded, plan_fold, summary_request, usable
 
@@ -77,6 +77,26 @@ class _View:
 
     state: ContextState
     recent: Shown
+
+
+@dataclass(frozen=True)
+class _L0:
+    """The turn's fixed layer with `recall` shown and without: the spec and the tools do
+    not change within a turn, so both are worked out once, not at every round."""
+
+    with_recall: Fixed
+    without_recall: Fixed
+
+    @classmethod
+    def of(cls, given: TurnInput, turn: TurnState) -> _L0:
+        system = ChatMessage(role="system", content=turn.spec.instructions)
+        return cls(
+            Fixed(system, _definitions(given, turn, recall=True)),
+            Fixed(system, _definitions(given, turn, recall=False)),
+        )
+
+    def shown(self, *, recall: bool) -> Fixed:
+        return self.with_recall if recall else self.without_recall
 
 
 def run_turn(given: TurnInput) -> Turn:
@@ -103,6 +123,7 @@ def run_turn(given: TurnInput) -> Turn:
 
 def _rounds(given: TurnInput, turn: TurnState) -> Turn:
     view = _View(given.context, shown_history(given.recent))
+    l0 = _L0.of(given, turn)
     while True:
         if turn.round >= turn.spec.limits.max_rounds:
             yield Fail(
@@ -111,8 +132,8 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             )
             return turn
         turn = msgspec.structs.replace(turn, round=turn.round + 1)
-        view = yield from _fold(given, turn, view)
-        command = _model_call(given, turn, view)
+        view = yield from _fold(given, turn, view, l0)
+        command = _model_call(given, turn, view, l0)
         reply = yield command
         assert isinstance(reply, ModelReply)
         view = _View(observed(view.state, command.prompt_chars, reply), view.recent)
@@ -277,12 +298,9 @@ def _definitions(given: TurnInput, turn: TurnState, *, recall: bool) -> tuple[To
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 
-def _layers(given: TurnInput, turn: TurnState, view: _View, *, recall: bool) -> Layers:
-    system = ChatMessage(role="system", content=turn.spec.instructions)
-    tools = _definitions(given, turn, recall=recall)
+def _layers(turn: TurnState, view: _View, l0: _L0, *, recall: bool) -> Layers:
     return layers_of(
-        system,
-        tools=tools,
+        l0.shown(recall=recall),
         state=view.state,
         recent=view.recent,
         current=turn.messages,
@@ -290,11 +308,13 @@ def _layers(given: TurnInput, turn: TurnState, view: _View, *, recall: bool) -> 
     )
 
 
-def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, Result, _View]:
+def _fold(
+    given: TurnInput, turn: TurnState, view: _View, l0: _L0
+) -> Generator[Command, Result, _View]:
     """Fold the oldest verbatim turns when the prompt would pass the fold threshold: a
     summary step, or the extractive summary when it fails or writes nothing usable."""
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
-    layers = _layers(given, turn, view, recall=True)
+    layers = _layers(turn, view, l0, recall=True)
     plan = plan_fold(layers, budget, estimate)
     if plan is None:
         return view
@@ -309,7 +329,7 @@ def _fold(given: TurnInput, turn: TurnState, view: _View) -> Generator[Command, 
     summary = text or extractive(plan.segments, limit)
     state = folded(view.state, plan, summary, budget, estimate)
     after = _View(state, view.recent.after(len(plan.segments)))
-    tokens = estimate.tokens(_layers(given, turn, after, recall=True).chars())
+    tokens = estimate.tokens(_layers(turn, after, l0, recall=True).chars())
     reason = "" if text else answer.problem or "The summary step wrote nothing usable."
     block = state.blocks[-1]
     model = request.model if text else ""
@@ -327,12 +347,12 @@ def _recalls(turn: TurnState) -> int:
     return sum(1 for m in turn.messages for c in m.tool_calls if c.name == RECALL)
 
 
-def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
+def _model_call(given: TurnInput, turn: TurnState, view: _View, l0: _L0) -> CallModel:
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
-    layers = _layers(given, turn, view, recall=view.state.folds > 0)
+    layers = _layers(turn, view, l0, recall=view.state.folds > 0)
     prompt = assemble(layers, budget, estimate)
     if prompt.cut and view.state.folds == 0:
-        layers = _layers(given, turn, view, recall=True)
+        layers = _layers(turn, view, l0, recall=True)
     shown = {tool.name for tool in layers.tools}
     spent = RECALL in shown and _recalls(turn) >= RECALLS_PER_TURN
     request = ModelRequest(
@@ -348,7 +368,7 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View) -> CallModel:
         round=turn.round,
         withheld=(RECALL,) if spent else (),
     )
-    chars = prompt.chars + len(tools_text(layers.tools))
+    chars = prompt.chars + len(layers.fixed.tools_text)
     return CallModel(request, layers.fingerprint, layers.folds_fingerprint, chars)
 
 
