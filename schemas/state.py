@@ -1,8 +1,8 @@
 """What an agent keeps in its Restate object state between wakes.
 
 Three kinds of value, so that no write rewrites a growing value:
-- `AgentRecord`: small and bounded; read once at the start of a wake, written once at its
-  end;
+- `AgentRecord`: bounded; read once at the start of a wake, written once at its end
+  (with it, a copy of the history segments not folded yet, bounded by the fold threshold);
 - `Chunk`: the events of one flush, written once and never rewritten;
 - `Segment`: the messages of one finished turn, written once as `history.{n}` and never
   rewritten; the record's `ContextState` says how many there are and which are folded.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from schemas.chat import ChatMessage
-from schemas.context import ContextState
+from schemas.context import ContextState, Recent
 from schemas.events import Event, Outcome
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
@@ -76,3 +76,12 @@ class AgentRecord(msgspec.Struct, frozen=True):
     ledger: Ledger = Ledger()
     timeline: TimelineMark = TimelineMark()
     context: ContextState = ContextState()
+    recent: Recent | None = None
+    """A copy of the history segments the prompt shows verbatim (`context.folded` on), so
+    that a wake reads them with its record, in one state read. The store keeps it: the
+    records the machine is given and returns have none (None also in records written
+    before the copy moved here from its own key, `recent`)."""
+    finished: str = ""
+    """The invocation id of the last wake that ran a turn and returned. Such a wake leaves
+    `running` naming it (clearing it would cost a journal entry per wake): a turn is
+    running while `running` names another."""

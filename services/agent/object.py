@@ -66,13 +66,14 @@ def agent_object(
     async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
         address = _address(ctx.key())
         reader = Reader(ctx)
-        running = await reader.running()
+        record = await reader.record()
+        running = await reader.running(record)
         if running:
             ctx.cancel_invocation(running)
             return StopAnswer(True, f"Stopping {address}'s running turn.")
         # The wake records the outcome on the timeline, for senders that do not wait.
         send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
-        if (await reader.record()).turn is not None:
+        if record.turn is not None:
             return StopAnswer(True, f"Stopping {address}'s turn, which waits for an answer.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 
@@ -90,7 +91,7 @@ def agent_object(
         reader = Reader(ctx)
         record = await reader.record()
         mark = await reader.mark(record)
-        return status(address, record, mark, running=bool(await reader.running()))
+        return status(address, record, mark, running=bool(await reader.running(record)))
 
     @agent.handler(name=TIMELINE.name, kind="shared")
     async def timeline(ctx: restate.ObjectSharedContext, query: TimelineQuery) -> TimelinePage:

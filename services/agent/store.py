@@ -1,12 +1,16 @@
 """The agent's object state: every key, and the only code that reads or writes them.
 
-- `agent`: the `AgentRecord`, read once at the start of a wake and written once at its end;
-- `running`: the id of the invocation driving a turn right now, so a stop can cancel it;
+- `agent`: the `AgentRecord`, read once at the start of a wake and written once at its
+  end, with a copy of the segments not folded yet (what the prompt shows verbatim) and
+  the id of the last wake that ran a turn;
+- `running`: the id of the wake that runs a turn now, or that ran the last one: set when a
+  wake starts a turn, never cleared (the record names the last wake that returned), so a
+  stop can cancel it;
 - `history.{n}`: segment n of the history (one finished turn's messages), written once;
-- `recent`: a copy of the segments not folded yet (what the prompt shows verbatim), read
-  with the record in one round trip and rewritten when a turn ends or a fold moves on;
 - `history`: the whole history as one value, as agents kept it before segments: read once
   by the first wake that finds it, written again as segment 0 and cleared;
+- `recent`: the copy of the segments not folded yet, as agents kept it before it moved
+  into the record: never read, cleared by the first wake that writes the record;
 - `timeline.{n}`: chunk n of the timeline (a wake's events; see `timeline.py` for its
   bounds), written once and never again.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import restate
 
 from schemas.context import ContextState, Recent, Segment
@@ -51,8 +56,10 @@ class Reader:
     async def record(self) -> AgentRecord:
         return await self._ctx.get(RECORD, type_hint=AgentRecord) or AgentRecord()
 
-    async def running(self) -> str | None:
-        return await self._ctx.get(RUNNING, type_hint=str)
+    async def running(self, record: AgentRecord) -> str | None:
+        """The id of the wake running a turn now, if one is; `record` read before."""
+        running = await self._ctx.get(RUNNING, type_hint=str)
+        return running if running and running != record.finished else None
 
     async def chunk(self, index: int) -> Chunk | None:
         return await self._ctx.get(chunk_key(index), type_hint=Chunk)
@@ -99,43 +106,73 @@ class Store(Reader):
         super().__init__(ctx)
         self._writer = ctx
         self._segments: dict[int, Segment] = {}
-        self._recent = range(0)
-        """The indices of the segments the `recent` key holds."""
+        self._stored = AgentRecord()
+        """The record as read, with its copy: what `finish` compares with."""
+        self._running = ""
+        """The id of this wake, once it has started a turn."""
         self._legacy: list[str] = []
 
     async def record(self, *alongside: restate.RestateDurableFuture[Any]) -> AgentRecord:
-        """The record, and the recent copy read with it; both reads and `alongside` are
-        awaited together: one round trip. For an agent whose state predates the record,
-        the record built from the old keys."""
-        recent = self._writer.get(RECENT, type_hint=Recent)
+        """The record (without its copy of the recent segments, which the store keeps),
+        read together with `alongside`: one round trip. For an agent whose state predates
+        the record, the record built from the old keys."""
         loaded = self._writer.get(RECORD, type_hint=AgentRecord)
-        await restate.gather(*alongside, recent, loaded)  # type: ignore[arg-type]
-        if (kept := await recent) is not None:
-            self._recent = range(kept.first, kept.first + len(kept.segments))
-            self._segments.update(zip(self._recent, kept.segments, strict=True))
+        await restate.gather(*alongside, loaded)  # type: ignore[arg-type]
         record = await loaded
-        if record is not None:
-            return record
+        if record is None:
+            record = await self._from_legacy()
+        elif record.recent is None and record.turns > 0:
+            self._legacy.append(RECENT)  # the copy's old key: the record holds it from now
+        self._stored = record
+        if (kept := record.recent) is not None:
+            indices = range(kept.first, kept.first + len(kept.segments))
+            self._segments.update(zip(indices, kept.segments, strict=True))
+        return msgspec.structs.replace(record, recent=None)
+
+    async def _from_legacy(self) -> AgentRecord:
         keys = set(await self._writer.state_keys()) & set(legacy.KEYS)
         self._legacy = sorted(keys)
         raw = restate.serde.BytesSerde()
         values = {key: await self._writer.get(key, serde=raw) for key in self._legacy}  # type: ignore[arg-type]
         return legacy.record_from({k: v for k, v in values.items() if v}) or AgentRecord()
 
-    def save(self, record: AgentRecord) -> None:
-        self._writer.set(RECORD, record)
+    async def finish(self, record: AgentRecord) -> None:
+        """Write the record, with the copy of the segments the prompt shows verbatim and
+        the last wake that ran a turn, if any of them changed: the wake's end."""
+        stored = msgspec.structs.replace(
+            record, recent=await self._recent_copy(record.context), finished=self._finished
+        )
+        if stored != self._stored:
+            self._writer.set(RECORD, stored)
+            self._stored = stored
         for key in self._legacy:
             self._writer.clear(key)
         self._legacy = []
 
+    async def _recent_copy(self, context: ContextState) -> Recent | None:
+        """The copy as read, if it still holds what the prompt shows; else a new one. A
+        copy is only ever whole: if a segment were missing, the copy read is kept (readers
+        then fill the gap from the segments themselves)."""
+        kept = self._stored.recent
+        wanted = range(context.folded, context.segments)
+        if kept is not None and range(kept.first, kept.first + len(kept.segments)) == wanted:
+            return kept
+        segments = await self.recent(context)
+        return Recent(context.folded, segments) if len(segments) == len(wanted) else kept
+
+    @property
+    def _finished(self) -> str:
+        return self._running or self._stored.finished
+
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
 
-    def set_running(self, invocation: str | None) -> None:
-        if invocation is None:
-            self._writer.clear(RUNNING)
-        else:
+    def set_running(self, invocation: str) -> None:
+        """Name the wake that runs a turn now (once per wake). It stays named once the wake
+        returns: the record it writes then says it finished (`Reader.running`)."""
+        if invocation != self._running:
             self._writer.set(RUNNING, invocation)
+            self._running = invocation
 
     def write_segment(self, index: int, segment: Segment) -> None:
         self._segments[index] = segment
@@ -152,7 +189,7 @@ class Store(Reader):
     async def recent(self, context: ContextState) -> tuple[Segment, ...]:
         """The segments not folded yet: what the prompt shows verbatim (bounded by the
         fold threshold, so a wake never reads the whole history). Usually all came with
-        the record; any missing (an agent from before the `recent` key) are read at once."""
+        the record; any missing (an agent from before the copy) are read at once."""
         indices = range(context.folded, context.segments)
         reads = {
             i: self._writer.get(segment_key(i), type_hint=Segment)
@@ -163,19 +200,6 @@ class Store(Reader):
             if (found := await read) is not None:
                 self._segments[index] = found
         return tuple(self._segments[i] for i in indices if i in self._segments)
-
-    async def keep_recent(self, context: ContextState) -> None:
-        """Rewrite the `recent` copy when the segments the prompt shows have changed (a
-        turn ended, a late report came, a fold moved on). A copy is only ever whole: if a
-        segment were missing, the copy is left as it was (readers then fill the gap from
-        the segments themselves)."""
-        wanted = range(context.folded, context.segments)
-        if wanted == self._recent:
-            return
-        segments = await self.recent(context)
-        if len(segments) == len(wanted):
-            self._writer.set(RECENT, Recent(context.folded, segments))
-            self._recent = wanted
 
     async def of_turn(self, turn: int, context: ContextState) -> list[Segment]:
         """The segments of one turn: a binary search on turn numbers (segments are written

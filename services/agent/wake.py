@@ -1,10 +1,11 @@
 """The wake's driver: loads the record, feeds inputs to the machine, performs effects.
 
-Per wake: the clock, the record and the recent copy of the verbatim history read in one
-round trip; the record written once at the end; one segment written per turn that ends
-(and the recent copy rewritten); the timeline's events handed to the projection as
-steps return, written as one chunk at the end (`Timeline`), and one step at the end that
-makes sure the projection holds them.
+Per wake: the clock and the record (with its copy of the verbatim history) read in one
+round trip; `running` set when a turn runs; one segment written per turn that ends; the
+record written once at the end (its copy renewed when a segment was added or a fold
+moved on); the timeline's events handed to the projection as steps return, written as
+one chunk at the end (`Timeline`), and one step at the end that makes sure the
+projection holds them.
 """
 
 from __future__ import annotations
@@ -66,13 +67,12 @@ class WakeDriver:
         self._clock = Clock(ctx)
         self._model = model
         self._live = live
-        self._running = False
 
     async def run(self, wake: Wake) -> WakeResult:
-        started = self._ctx.time()
-        self._loaded = await self._store.record(started)  # the clock is read with the record
+        started = self._clock.read_step()
+        loaded = await self._store.record(started)  # the clock is read with the record
         self._clock.saw(await started)
-        record = await self._migrated(self._loaded)
+        record = await self._migrated(loaded)
         self._timeline = Timeline(
             self._ctx, self._store, self._address, record.timeline, self._observers, live=self._live
         )
@@ -140,9 +140,7 @@ class WakeDriver:
         return None
 
     async def _drive(self, turn: TurnState, record: AgentRecord) -> Input:
-        if not self._running:
-            self._store.set_running(self._ctx.request().id)
-            self._running = True
+        self._store.set_running(self._ctx.request().id)
         recent = await self._store.recent(record.context)
         given = TurnInput(self._address, turn, recent, definitions(self._tools), record.context)
         try:
@@ -156,14 +154,9 @@ class WakeDriver:
         """Flush what is left of the timeline and write the record (if it changed): the
         wake's end. Returns the record as written."""
         await self._timeline.flush(state_of(record.turn), self._clock.read, last=True)
-        await self._store.keep_recent(record.context)
         if record.timeline != self._timeline.mark:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)
-        if record != self._loaded:
-            self._store.save(record)
-        if self._running:
-            self._store.set_running(None)
-            self._running = False
+        await self._store.finish(record)
         return record
 
 

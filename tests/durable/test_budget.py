@@ -31,11 +31,11 @@ PER_WAKE = {
     # which makes sure the projection holds the wake's events
     "Command: Run": 2,
     "Notification: Run": 2,
-    # the wake's timeline chunk; running, the record, the history segment, the recent copy
-    "Command: SetState": 5,
-    "Command: GetLazyState": 2,  # the record and the recent copy, in one round trip
-    "Notification: GetLazyState": 2,
-    "Command: ClearState": 1,  # running
+    # the wake's timeline chunk, running, the history segment, the record (with its copy
+    # of the verbatim history)
+    "Command: SetState": 4,
+    "Command: GetLazyState": 1,  # the record, with the clock: one round trip
+    "Notification: GetLazyState": 1,
 }
 """Docs: docs/durability.md, "The round's journal budget"."""
 
