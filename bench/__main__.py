@@ -83,8 +83,8 @@ latency with many agents followed at once, not run by default: at commit 8da309f
 on a follower that was not sent every seq (see docs/benchmarks.md)."""
 NAMES = [*BENCHMARKS, *PLAIN, JOURNAL, SSE, SSE_LOAD, VERSUS]
 DEFAULT = [VERSUS, SSE]
-FULL = Plan(agents=50, turns=20, rounds=10, crowd=200)
-QUICK = Plan(agents=5, turns=3, rounds=3, crowd=10)
+FULL = Plan(agents=50, turns=20, rounds=10, crowd=200, agent_turns=3)
+QUICK = Plan(agents=5, turns=3, rounds=3, crowd=10, agent_turns=1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -103,6 +103,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--agents", type=_positive, help=f"concurrent agents ({FULL.agents})")
     parser.add_argument("--crowd", type=_positive, help=f"crowded agents ({FULL.crowd})")
     parser.add_argument("--rounds", type=_positive, help=f"rounds per turn ({FULL.rounds})")
+    parser.add_argument(
+        "--agent-turns",
+        type=_positive,
+        help=f"turns each concurrent or crowded agent runs, one after another ({FULL.agent_turns})",
+    )
     parser.add_argument(
         "--turns",
         type=_positive,
@@ -150,6 +155,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         turns=args.turns or base.turns,
         rounds=args.rounds or base.rounds,
         crowd=args.crowd or base.crowd,
+        agent_turns=args.agent_turns or base.agent_turns,
     )
 
 

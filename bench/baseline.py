@@ -117,23 +117,31 @@ def plain_sequential(url: str, plan: Plan) -> PlainResult:
 
 
 def plain_concurrent(url: str, plan: Plan) -> PlainResult:
-    """`plan.agents` keys, one turn each, all started at the same moment."""
-    return _at_once(url, "plain-concurrent", plan.name("concurrent"), plan.agents, plan.rounds)
+    """`plan.agents` keys, all started at the same moment, each running
+    `plan.agent_turns` turns one after another."""
+    return _at_once(url, "plain-concurrent", plan.name("concurrent"), plan.agents, plan)
 
 
 def plain_crowded(url: str, plan: Plan) -> PlainResult:
     """`plain-concurrent` with `plan.crowd` keys."""
-    return _at_once(url, "plain-crowded", plan.name("crowded"), plan.crowd, plan.rounds)
+    return _at_once(url, "plain-crowded", plan.name("crowded"), plan.crowd, plan)
 
 
-def _at_once(url: str, name: str, stem: str, agents: int, rounds: int) -> PlainResult:
+def _at_once(url: str, name: str, stem: str, agents: int, plan: Plan) -> PlainResult:
     keys = [f"{stem}-{index}" for index in range(agents)]
     with clients(url, agents) as made:
-        turns = [
-            functools.partial(plain_turn, made[i // AGENTS_PER_CLIENT], key, 1, rounds)
+
+        def turns_of(client: httpx.Client, key: str) -> list[Span]:
+            return [
+                plain_turn(client, key, turn, plan.rounds)
+                for turn in range(1, plan.agent_turns + 1)
+            ]
+
+        work = [
+            functools.partial(turns_of, made[i // AGENTS_PER_CLIENT], key)
             for i, key in enumerate(keys)
         ]
-        return _measure(name, agents, rounds, lambda: all_at_once(turns, keys))
+        return _measure(name, agents, plan.rounds, lambda: all_at_once(work, keys))
 
 
 def _measure(name: str, agents: int, rounds: int, run: Callable[[], list[Span]]) -> PlainResult:

@@ -42,13 +42,17 @@ before the clock starts (making one costs about 20 ms of CPU)."""
 @dataclass(frozen=True)
 class Plan:
     agents: int
-    """Agents in the concurrent benchmark, each running one turn at the same time."""
+    """Agents in the concurrent benchmark, all at work at the same time."""
     turns: int
     """Turns the sequential benchmark runs, one after another, on one agent."""
     rounds: int
     """Rounds per turn."""
     crowd: int = 200
     """Agents in the crowded benchmark: `concurrent` with more agents."""
+    agent_turns: int = 1
+    """Turns each agent of the concurrent and crowded benchmarks runs, one after another:
+    more than one, so that rounds/s measures agents at work, not the slowest agent's
+    single turn."""
     run: int = 0
     """Which repetition this is (`--repeat`): each has agents of its own."""
 
@@ -134,29 +138,37 @@ def sequential(target: Target, plan: Plan) -> Result:
 
 
 def concurrent(target: Target, plan: Plan) -> Result:
-    """`plan.agents` agents, each running one turn, all started at the same moment."""
-    return _at_once(target, "concurrent", plan.name("concurrent"), plan.agents, plan.rounds)
+    """`plan.agents` agents, all started at the same moment, each running
+    `plan.agent_turns` turns one after another."""
+    return _at_once(target, "concurrent", plan.name("concurrent"), plan.agents, plan)
 
 
 def crowded(target: Target, plan: Plan) -> Result:
     """`concurrent` with `plan.crowd` agents."""
-    return _at_once(target, "crowded", plan.name("crowded"), plan.crowd, plan.rounds)
+    return _at_once(target, "crowded", plan.name("crowded"), plan.crowd, plan)
 
 
-def _at_once(target: Target, name: str, stem: str, agents: int, rounds: int) -> Result:
+def _at_once(target: Target, name: str, stem: str, agents: int, plan: Plan) -> Result:
     addresses = [f"{TENANT}.{stem}-{index}" for index in range(agents)]
     with contextlib.ExitStack() as stack:
         count = math.ceil(agents / AGENTS_PER_CLIENT)
         clients = [stack.enter_context(client(target)) for _ in range(count)]
-        turns = [
-            functools.partial(run_turn, clients[i // AGENTS_PER_CLIENT], address, 1, rounds)
+
+        def turns_of(ingress: Ingress, address: str) -> list[Span]:
+            return [
+                run_turn(ingress, address, turn, plan.rounds)
+                for turn in range(1, plan.agent_turns + 1)
+            ]
+
+        work = [
+            functools.partial(turns_of, clients[i // AGENTS_PER_CLIENT], address)
             for i, address in enumerate(addresses)
         ]
 
         def run() -> list[Span]:
-            return all_at_once(turns, addresses)
+            return all_at_once(work, addresses)
 
-        return _measure(target, Workload(name, addresses, 1, rounds, run))
+        return _measure(target, Workload(name, addresses, plan.agent_turns, plan.rounds, run))
 
 
 def _measure(target: Target, work: Workload) -> Result:
@@ -178,14 +190,15 @@ def _measure(target: Target, work: Workload) -> Result:
     return summarize(Run(work.name, work.rounds, spans, projected_at, cpu, timelines))
 
 
-def all_at_once(turns: Sequence[Callable[[], Span]], names: Sequence[str]) -> list[Span]:
-    """One thread per turn; a barrier releases them together.
+def all_at_once(work: Sequence[Callable[[], list[Span]]], names: Sequence[str]) -> list[Span]:
+    """One thread per agent (its turns, one after another); a barrier releases them
+    together. Returns every turn's span.
 
     The threads are daemons and the barrier is aborted on the way out, so an interrupted
     run neither waits for turns in flight nor leaves a thread waiting at the barrier.
     """
-    barrier = threading.Barrier(len(turns))
-    agents = [_AgentThread(name, turn, barrier) for name, turn in zip(names, turns, strict=True)]
+    barrier = threading.Barrier(len(work))
+    agents = [_AgentThread(name, turns, barrier) for name, turns in zip(names, work, strict=True)]
     threads = [threading.Thread(target=a.run, name=a.name, daemon=True) for a in agents]
     try:
         for thread in threads:
@@ -194,24 +207,24 @@ def all_at_once(turns: Sequence[Callable[[], Span]], names: Sequence[str]) -> li
             thread.join()
     finally:
         barrier.abort()
-    return [agent.span() for agent in agents]
+    return [span for agent in agents for span in agent.spans()]
 
 
 @dataclass
 class _AgentThread:
     name: str
-    turn: Callable[[], Span]
+    turns: Callable[[], list[Span]]
     barrier: threading.Barrier
-    outcome: Span | BaseException | None = None
+    outcome: list[Span] | BaseException | None = None
 
     def run(self) -> None:
         try:
             self.barrier.wait()
-            self.outcome = self.turn()
-        except BaseException as error:  # noqa: BLE001 - raised in the main thread by span()
+            self.outcome = self.turns()
+        except BaseException as error:  # noqa: BLE001 - raised in the main thread by spans()
             self.outcome = error
 
-    def span(self) -> Span:
+    def spans(self) -> list[Span]:
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         if self.outcome is None:
