@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from bench import BenchError
 from bench.cpu import PLAIN_APP, cpu_times
 from bench.plain import HANDLER, SERVICE, PlainReply, PlainTurn
 from bench.results import CpuPerRound, Span, cpu_per_round
-from bench.rounds import AGENTS_PER_CLIENT, TURN_TIMEOUT, Plan, all_at_once, reply_text, turn_script
+from bench.rounds import TURN_TIMEOUT, Plan, all_at_once, reply_text, turn_script
 from bench.stats import Spread, spread
 from bench.timeline import expected_result
 from services.settings import Settings
@@ -88,13 +87,12 @@ def plain_turn(client: httpx.Client, key: str, turn: int, rounds: int) -> Span:
 
 @contextlib.contextmanager
 def clients(url: str, agents: int) -> Iterator[list[httpx.Client]]:
-    """One client per hundred agents (see `AGENTS_PER_CLIENT`), made before the clock
-    starts."""
+    """A client per agent (as teaspill's agents have, `bench.rounds`), made before the
+    clock starts."""
     with contextlib.ExitStack() as stack:
-        count = math.ceil(agents / AGENTS_PER_CLIENT)
         yield [
             stack.enter_context(httpx.Client(base_url=url, timeout=TURN_TIMEOUT))
-            for _ in range(count)
+            for _ in range(agents)
         ]
 
 
@@ -138,8 +136,7 @@ def _at_once(url: str, name: str, stem: str, agents: int, plan: Plan) -> PlainRe
             ]
 
         work = [
-            functools.partial(turns_of, made[i // AGENTS_PER_CLIENT], key)
-            for i, key in enumerate(keys)
+            functools.partial(turns_of, client, key) for client, key in zip(made, keys, strict=True)
         ]
         return _measure(name, agents, plan.rounds, lambda: all_at_once(work, keys))
 
