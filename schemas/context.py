@@ -26,6 +26,11 @@ class Recent(msgspec.Struct, frozen=True):
     first: int
     segments: tuple[Segment, ...]
 
+    @property
+    def indices(self) -> range:
+        """The segments' indices, `history.{first}` on."""
+        return range(self.first, self.first + len(self.segments))
+
 
 class FoldBlock(msgspec.Struct, frozen=True):
     """A summary of folded turns, shown to the model in place of their messages."""

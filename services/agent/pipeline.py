@@ -79,7 +79,7 @@ class Pipeline:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
         check_time(turn, spent)
-        validator = self._validator(call.name)
+        validator = self._validator_of(call.name)
         if validator is None:
             return None
         error = jsonschema.exceptions.best_match(validator.iter_errors(call.arguments))
@@ -88,7 +88,7 @@ class Pipeline:
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
         return f"The arguments of {call.name} are not valid: {where}: {error.message}."
 
-    def _validator(self, name: str) -> jsonschema.protocols.Validator | None:
+    def _validator_of(self, name: str) -> jsonschema.protocols.Validator | None:
         if (validator := self._validators.get(name)) is None:
             tool = self._tools.get(name)
             if tool is None:

@@ -125,8 +125,7 @@ class Store(Reader):
             self._legacy.append(RECENT)  # the copy's old key: the record holds it from now
         self._stored = record
         if (kept := record.recent) is not None:
-            indices = range(kept.first, kept.first + len(kept.segments))
-            self._segments.update(zip(indices, kept.segments, strict=True))
+            self._segments.update(zip(kept.indices, kept.segments, strict=True))
         return msgspec.structs.replace(record, recent=None)
 
     async def _from_legacy(self) -> AgentRecord:
@@ -155,7 +154,7 @@ class Store(Reader):
         then fill the gap from the segments themselves)."""
         kept = self._stored.recent
         wanted = range(context.folded, context.segments)
-        if kept is not None and range(kept.first, kept.first + len(kept.segments)) == wanted:
+        if kept is not None and kept.indices == wanted:
             return kept
         segments = await self.recent(context)
         return Recent(context.folded, segments) if len(segments) == len(wanted) else kept
