@@ -115,6 +115,27 @@ def test_the_agent_list_shows_the_tenants_agents_and_filters(
     assert watched.errors == []
 
 
+FIRST_LIVE_TEXT = """() => {
+  window.firstLiveText = null;
+  const seen = () => {
+    const text = document.querySelector(".live .text");
+    if (window.firstLiveText !== null || !text || !text.textContent) return;
+    const rows = [...document.querySelectorAll(".row:not(.placeholder)")];
+    window.firstLiveText = {
+      text: text.textContent,
+      messageShown: rows.some((r) => r.textContent.includes("smollm2")),
+    };
+  };
+  new MutationObserver(seen).observe(document.body, {
+    childList: true, subtree: true, characterData: true,
+  });
+}"""
+"""Records the first live text the page shows, and whether the round's recorded message
+was on the page by then. The small model writes a reply in well under a second, so the
+live text can come and go between two of Playwright's polls; a MutationObserver sees
+every change to the page."""
+
+
 def test_live_text_appears_before_the_final_message(ui_stack: UiStack, watched: Watched) -> None:
     address = fresh("chat")
     sign_in(watched, ui_stack)
@@ -122,11 +143,12 @@ def test_live_text_appears_before_the_final_message(ui_stack: UiStack, watched: 
     expect(watched.page.locator("#error")).to_contain_text(f"unknown agent {address}")
     watched.page.locator("#kind").fill("chat")
     watched.page.locator("#message").fill("Tell me about the sea.")
+    watched.page.evaluate(FIRST_LIVE_TEXT)
     watched.page.keyboard.press("Control+Enter")
-    live = watched.page.locator(".live .text")
-    expect(live).not_to_be_empty()
-    partial = live.text_content() or ""
-    assert row(watched, "smollm2").count() == 0, "the live text came after the message"
+    watched.page.wait_for_function("() => window.firstLiveText !== null")
+    first = watched.page.evaluate("() => window.firstLiveText")
+    partial = first["text"]
+    assert not first["messageShown"], "the live text came after the message"
     watched.shot("live-text")
     expect(row(watched, "ended succeeded")).to_be_visible()
     expect(watched.page.locator(".live")).to_have_count(0)
