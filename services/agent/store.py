@@ -6,7 +6,10 @@
 - `running`: the id of the wake that runs a turn now, or that ran the last one: set when a
   wake starts a turn, never cleared (the record names the last wake that returned), so a
   stop can cancel it;
-- `history.{n}`: segment n of the history (one finished turn's messages), written once;
+- `history.{n}`: segment n of the history (one finished turn's messages), written once,
+  when it leaves the record's copy (a fold moves past it): while the prompt shows it
+  verbatim, the copy is where it is kept, so a turn's messages are written once per wake,
+  not twice;
 - `history`: the whole history as one value, as agents kept it before segments: read once
   by the first wake that finds it, written again as segment 0 and cleared;
 - `recent`: the copy of the segments not folded yet, as agents kept it before it moved
@@ -106,6 +109,9 @@ class Store(Reader):
         super().__init__(ctx)
         self._writer = ctx
         self._segments: dict[int, Segment] = {}
+        self._unkeyed: set[int] = set()
+        """Segments that may have no key of their own: those of the copy read, and those
+        added by this wake. `finish` writes the ones its copy no longer holds."""
         self._stored = AgentRecord()
         """The record as read, with its copy: what `finish` compares with."""
         self._running = ""
@@ -126,6 +132,7 @@ class Store(Reader):
         self._stored = record
         if (kept := record.recent) is not None:
             self._segments.update(zip(kept.indices, kept.segments, strict=True))
+            self._unkeyed.update(kept.indices)
         return msgspec.structs.replace(record, recent=None)
 
     async def _from_legacy(self) -> AgentRecord:
@@ -138,9 +145,12 @@ class Store(Reader):
     async def finish(self, record: AgentRecord) -> None:
         """Write the record, with the copy of the segments the prompt shows verbatim and
         the last wake that ran a turn, if any of them changed: the wake's end."""
-        stored = msgspec.structs.replace(
-            record, recent=await self._recent_copy(record.context), finished=self._finished
-        )
+        recent = await self._recent_copy(record.context)
+        stored = msgspec.structs.replace(record, recent=recent, finished=self._finished)
+        held = set(recent.indices) if recent is not None else set()
+        for index in sorted(self._unkeyed - held):  # leaving the copy: each to its own key
+            self._writer.set(segment_key(index), self._segments[index])
+        self._unkeyed &= held
         if stored != self._stored:
             self._writer.set(RECORD, stored)
             self._stored = stored
@@ -174,8 +184,10 @@ class Store(Reader):
             self._running = invocation
 
     def write_segment(self, index: int, segment: Segment) -> None:
+        """Add segment `index`: kept in the record's copy while the prompt shows it,
+        written to its own key once it leaves the copy (`finish`)."""
         self._segments[index] = segment
-        self._writer.set(segment_key(index), segment)
+        self._unkeyed.add(index)
 
     async def segment(self, index: int) -> Segment | None:
         if index not in self._segments:

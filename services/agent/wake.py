@@ -1,11 +1,11 @@
 """The wake's driver: loads the record, feeds inputs to the machine, performs effects.
 
 Per wake: the clock and the record (with its copy of the verbatim history) read in one
-round trip; `running` set when a turn runs; one segment written per turn that ends; the
-record written once at the end (its copy renewed when a segment was added or a fold
-moved on); the timeline's events handed to the projection as steps return, written as
-one chunk at the end (`Timeline`), and one step at the end that makes sure the
-projection holds them.
+round trip; `running` set when a turn runs; the record written once at the end (its copy
+renewed when a segment was added or a fold moved on; a segment gets a key of its own only
+once a fold moves past it); the timeline's events handed to the projection as steps
+return, written as one chunk at the end (`Timeline`), and one step at the end that makes
+sure the projection holds them.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ PER_WAKE = {
     # which makes sure the projection holds the wake's events
     "Command: Run": 2,
     "Notification: Run": 2,
-    # the wake's timeline chunk, running, the history segment, the record (with its copy
-    # of the verbatim history)
-    "Command: SetState": 4,
+    # the wake's timeline chunk, running, the record (with its copy of the verbatim
+    # history, where the turn's segment is kept until a fold moves past it)
+    "Command: SetState": 3,
     "Command: GetLazyState": 1,  # the record, with the clock: one round trip
     "Notification: GetLazyState": 1,
 }

@@ -22,12 +22,15 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.spec import AgentSpec, Limits
+from schemas.state import AgentRecord
 from schemas.wake import Message, WakeEnvelope
+from services.agent.store import RECORD
 from services.contracts import AGENT, WAKE
 from services.executor.scripted import script
 from services.harness.recall import RecallAnswer
 from services.stack.journal import Journal, RestateAdmin
 from tests.durable.conftest import LiveStack, eventually
+from tests.durable.test_upgrade import state
 from tests.fixtures.models import started_path
 
 pytestmark = pytest.mark.durable
@@ -96,7 +99,21 @@ def test_three_hundred_turns_fold_and_cost_the_same_per_round(
     assert statistics.mean(late_read) <= 1.2 * statistics.mean(early_read), (early_read, late_read)
     assert max(late_read) <= 1.2 * max(early_read), (early_read, late_read)
     assert_fingerprints_hold_between_folds(events)
+    assert_each_segment_is_kept_once(admin, address)
     assert_recall_returns_the_recorded_originals(stack, address, events, folds)
+
+
+def assert_each_segment_is_kept_once(admin: RestateAdmin, address: str) -> None:
+    """A segment the prompt shows verbatim is kept in the record's copy only; one a fold
+    moved past has a key of its own."""
+    kept = state(admin, address)
+    record = msgspec.json.decode(kept[RECORD], type=AgentRecord)
+    context, copy = record.context, record.recent
+    assert context.folded > 0
+    keyed = sorted(int(key.removeprefix("history.")) for key in kept if key.startswith("history."))
+    assert keyed == list(range(context.folded))
+    assert copy is not None
+    assert copy.indices == range(context.folded, context.segments)
 
 
 def assert_fingerprints_hold_between_folds(events: list[Event]) -> None:

@@ -12,7 +12,7 @@ import msgspec
 
 from schemas.events import ModelMessage
 from schemas.state import AgentRecord
-from services.agent.store import RECENT, RECORD, RUNNING
+from services.agent.store import RECENT, RECORD, RUNNING, segment_key
 from services.contracts import AGENT
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack, eventually
@@ -30,10 +30,12 @@ def state(admin: RestateAdmin, address: str) -> dict[str, str]:
 
 
 def as_before(current: dict[str, str]) -> dict[str, str]:
-    """The same agent as the release before kept it."""
+    """The same agent as the release before kept it: each segment under its own key too."""
     record = msgspec.json.decode(current[RECORD], type=AgentRecord)
     assert record.recent is not None
     old: dict[str, Any] = {k: v for k, v in current.items() if k not in (RECORD, RUNNING)}
+    for index, segment in zip(record.recent.indices, record.recent.segments, strict=True):
+        old[segment_key(index)] = msgspec.json.encode(segment).decode()
     old[RECORD] = msgspec.json.encode(
         msgspec.structs.replace(record, recent=None, finished="")
     ).decode()
