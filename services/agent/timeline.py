@@ -184,7 +184,8 @@ class Timeline:
         live = self._live
         assert live is not None
         batch = EventBatch(tuple(self._unsent), status)
-        options: restate.RunOptions[None] = restate.RunOptions(max_attempts=ATTEMPTS)
+        # The type named, so the SDK does not read the signature of `write` at every wake.
+        options = restate.RunOptions(max_attempts=ATTEMPTS, type_hint=type(None))
         try:
             await self._ctx.run_typed(PROJECTED, live.write, options, batch)
         except restate.TerminalError:
