@@ -20,6 +20,7 @@ from services.stack import (
     register,
     settings_env,
 )
+from services.stack.process import EPHEMERAL_RANGE, free_port
 
 COUNTER_APP = """
 import restate
@@ -110,6 +111,18 @@ def test_start_names_the_port_that_is_taken(settings: Settings) -> None:
         taken.listen()
         with pytest.raises(StackError, match=f"Port {settings.admin_port} \\(Restate admin\\)"):
             RestateServer(settings).start()
+
+
+def test_free_ports_are_never_the_kernels_to_give_to_outgoing_connections() -> None:
+    """A port from the ephemeral range can be taken by an outgoing connection before the
+    child binds it (restate-server then fails with "Address in use")."""
+    ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports), "a port handed out twice"
+    assert all(1024 <= port < ephemeral for port in ports), ports
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
 
 
 def test_a_bad_binary_override_is_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,12 +25,36 @@ class StackError(RuntimeError):
     """A part of the stack could not start, register or stop; the message says what and why."""
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+FREE_PORT_SPAN = 10_000
+"""Ports below the kernel's ephemeral range that `free_port` picks from."""
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (for tests)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for tests), not handed
+    out before by this process.
+
+    It is picked below the kernel's ephemeral range: a port from that range (what binding
+    to port 0 gives) can be taken by any outgoing connection between this check and the
+    moment the child binds it, and restate-server then fails with "Address in use"."""
+    high = _ephemeral_low() - 1
+    low = max(1024, high - FREE_PORT_SPAN)
+    for _ in range(200):
+        port = low + secrets.randbelow(high - low + 1)
+        if port not in _handed_out and not _bound(port):
+            _handed_out.add(port)
+            return port
+    raise StackError(f"No free TCP port on 127.0.0.1 between {low} and {high}.")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where it cannot be
+    read)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_in_use(port: int, grace: float = 3.0) -> bool:
