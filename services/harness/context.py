@@ -195,6 +195,29 @@ def shown_history(segments: tuple[Segment, ...]) -> Shown:
 
 
 @dataclass(frozen=True)
+class Current:
+    """L3, the turn's own messages, with their size and longest content. A turn only
+    appends messages, so `then` measures each message once, not at every round."""
+
+    messages: tuple[ChatMessage, ...] = ()
+    chars: int = 0
+    longest: int = 0
+
+    def then(self, messages: tuple[ChatMessage, ...]) -> Current:
+        """The turn's messages now; those measured before are not measured again when
+        `messages` goes on from them."""
+        known = len(self.messages)
+        if messages is self.messages:
+            return self
+        if known and (len(messages) < known or messages[known - 1] is not self.messages[-1]):
+            return Current().then(messages)
+        added = messages[known:]
+        chars = self.chars + sum(message_chars(m) for m in added)
+        longest = max(self.longest, max((len(m.content) for m in added), default=0))
+        return Current(messages, chars, longest)
+
+
+@dataclass(frozen=True)
 class Fixed:
     """L0: the instructions and the tools shown. The same for every round of a turn, so
     its text, size and fingerprint are worked out once per turn, not once per round."""
@@ -226,7 +249,7 @@ class Layers:
     fixed: Fixed
     folds: ChatMessage | None
     recent: Shown
-    current: tuple[ChatMessage, ...]
+    current: Current
     turn: int
 
     @property
@@ -250,7 +273,7 @@ class Layers:
         fixed = self.fixed.chars
         if self.folds is not None:
             fixed += message_chars(self.folds)
-        return fixed + self.recent.chars + sum(message_chars(m) for m in self.current)
+        return fixed + self.recent.chars + self.current.chars
 
 
 @dataclass(frozen=True)
@@ -292,7 +315,7 @@ def layers_of(
     *,
     state: ContextState,
     recent: Shown,
-    current: tuple[ChatMessage, ...],
+    current: Current,
     turn: int,
 ) -> Layers:
     return Layers(fixed, folds_message(state.blocks), recent, current, turn)
@@ -308,7 +331,7 @@ def cut_marker(total: int, shown: int, turn: int, index: int) -> str:
 def _entries(layers: Layers) -> list[Entry]:
     return [
         *layers.recent.entries,
-        *(Entry(layers.turn, i, m) for i, m in enumerate(layers.current)),
+        *(Entry(layers.turn, i, m) for i, m in enumerate(layers.current.messages)),
     ]
 
 
@@ -340,11 +363,10 @@ def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     the largest cut further while the whole is over budget."""
     cap = min(max(estimate.chars(budget.prompt * MESSAGE_SHARE), MIN_SHOWN), MAX_SHOWN)
     head = [layers.system] if layers.folds is None else [layers.system, layers.folds]
-    current = max((len(m.content) for m in layers.current), default=0)
-    longest = max(layers.recent.longest, current)
+    longest = max(layers.recent.longest, layers.current.longest)
     total = layers.chars()
     if longest <= cap and estimate.tokens(total) <= budget.prompt:  # nothing to cut
-        messages = (*head, *layers.recent.messages, *layers.current)
+        messages = (*head, *layers.recent.messages, *layers.current.messages)
         return Prompt(messages, False, total - len(layers.fixed.tools_text))
     entries = _entries(layers)
     shown = [min(len(e.message.content), cap) for e in entries]

@@ -8,7 +8,7 @@ keep for the next wake.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 
@@ -45,6 +45,7 @@ from schemas.wake import ChildFinished
 from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
 from services.harness.context import (
     Budget,
+    Current,
     Estimate,
     Fixed,
     Layers,
@@ -73,10 +74,13 @@ class TurnInput:
 
 @dataclass(frozen=True)
 class _View:
-    """What the prompt shows of the history, as the turn's folds change it."""
+    """What the prompt shows besides its fixed layer: the history, as the turn's folds
+    change it, and the turn's own messages, measured as they are added."""
 
     state: ContextState
     recent: Shown
+    current: Current = field(default_factory=Current)
+    """As of the round being planned (`_rounds` brings it on each round)."""
 
 
 @dataclass(frozen=True)
@@ -132,11 +136,12 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             )
             return turn
         turn = msgspec.structs.replace(turn, round=turn.round + 1)
+        view = replace(view, current=view.current.then(turn.messages))
         view = yield from _fold(given, turn, view, l0)
         command = _model_call(given, turn, view, l0)
         reply = yield command
         assert isinstance(reply, ModelReply)
-        view = _View(observed(view.state, command.prompt_chars, reply), view.recent)
+        view = replace(view, state=observed(view.state, command.prompt_chars, reply))
         turn = _append(turn, reply.message)
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
@@ -303,7 +308,7 @@ def _layers(turn: TurnState, view: _View, l0: _L0, *, recall: bool) -> Layers:
         l0.shown(recall=recall),
         state=view.state,
         recent=view.recent,
-        current=turn.messages,
+        current=view.current,
         turn=turn.number,
     )
 
@@ -328,7 +333,7 @@ def _fold(
     text = usable(answer.reply, limit)
     summary = text or extractive(plan.segments, limit)
     state = folded(view.state, plan, summary, budget, estimate)
-    after = _View(state, view.recent.after(len(plan.segments)))
+    after = replace(view, state=state, recent=view.recent.after(len(plan.segments)))
     tokens = estimate.tokens(_layers(turn, after, l0, recall=True).chars())
     reason = "" if text else answer.problem or "The summary step wrote nothing usable."
     block = state.blocks[-1]

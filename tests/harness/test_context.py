@@ -19,7 +19,14 @@ from schemas.harness import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import AgentSpec, Limits
 from services.executor.scripted import follow_directives, script
-from services.harness.context import MIN_SHOWN, Budget, Estimate, message_chars, tools_text
+from services.harness.context import (
+    MIN_SHOWN,
+    Budget,
+    Current,
+    Estimate,
+    message_chars,
+    tools_text,
+)
 from services.harness.folding import extractive
 from services.harness.inprocess import Recording, run_in_process
 from services.harness.loop import TurnInput, run_turn
@@ -54,6 +61,27 @@ def kinds(recording: Recording) -> list[str]:
 
 def first(recording: Recording, kind: type[CallModel]) -> CallModel:
     return next(c for c in recording.commands if isinstance(c, kind))
+
+
+def test_the_turns_messages_measured_as_they_are_added_are_measured_right() -> None:
+    call = ToolCall("c1", "calculator", {"expression": "6*7"})
+    asked = ChatMessage(role="user", content="What is 6*7?")
+    calling = ChatMessage(role="assistant", content="", tool_calls=(call,))
+    answered = ChatMessage(role="tool", content="42", tool_call_id="c1", name="calculator")
+    replied = ChatMessage(role="assistant", content="It is 42, as the calculator says.")
+    whole = (asked, calling, answered, replied)
+
+    def measured(messages: tuple[ChatMessage, ...]) -> tuple[int, int]:
+        return sum(map(message_chars, messages)), max(len(m.content) for m in messages)
+
+    grown = Current()
+    for count in range(1, len(whole) + 1):
+        grown = grown.then(whole[:count])
+        assert (grown.chars, grown.longest) == measured(whole[:count])
+    other = (asked, ChatMessage(role="assistant", content="Forty-two."))
+    replaced = grown.then(other)  # not a continuation: measured afresh
+    assert replaced.messages == other
+    assert (replaced.chars, replaced.longest) == measured(other)
 
 
 def test_a_short_history_is_shown_verbatim_without_a_fold() -> None:
