@@ -17,10 +17,11 @@ from services.stack import (
     StackError,
     find_restate_server,
     isolated_settings,
+    process,
     register,
     settings_env,
 )
-from services.stack.process import EPHEMERAL_RANGE, free_port
+from services.stack.process import free_port
 
 COUNTER_APP = """
 import restate
@@ -113,16 +114,32 @@ def test_start_names_the_port_that_is_taken(settings: Settings) -> None:
             RestateServer(settings).start()
 
 
-def test_free_ports_are_never_the_kernels_to_give_to_outgoing_connections() -> None:
-    """A port from the ephemeral range can be taken by an outgoing connection before the
-    child binds it (restate-server then fails with "Address in use")."""
-    ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+def test_free_ports_are_free_and_never_handed_out_twice() -> None:
     ports = [free_port() for _ in range(50)]
     assert len(set(ports)) == len(ports), "a port handed out twice"
-    assert all(1024 <= port < ephemeral for port in ports), ports
     for port in ports:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize(
+    ("ephemeral", "expected"),
+    [
+        ("40000\t60999\n", range(30000, 40000)),  # more room below
+        ("1100\t50000\n", range(50001, 60001)),  # more room above
+        ("1024\t65535\n", range(1024, 65536)),  # no room: the kernel's choice
+    ],
+)
+def test_free_ports_are_outside_the_ephemeral_range_where_it_leaves_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ephemeral: str, expected: range
+) -> None:
+    """A port from the kernel's ephemeral range can be taken by an outgoing connection
+    before the child binds it (restate-server then fails with "Address in use")."""
+    (tmp_path / "range").write_text(ephemeral)
+    monkeypatch.setattr(process, "EPHEMERAL_RANGE", tmp_path / "range")
+    ports = [free_port() for _ in range(10)]
+    assert all(port in expected for port in ports), ports
+    assert len(set(ports)) == len(ports)
 
 
 def test_a_bad_binary_override_is_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:

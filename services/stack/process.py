@@ -26,8 +26,8 @@ class StackError(RuntimeError):
 
 
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-FREE_PORT_SPAN = 10_000
-"""Ports below the kernel's ephemeral range that `free_port` picks from."""
+FREE_PORTS = 10_000
+"""How many ports outside the kernel's ephemeral range `free_port` picks from."""
 _handed_out: set[int] = set()
 
 
@@ -35,11 +35,13 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now (for tests), not handed
     out before by this process.
 
-    It is picked below the kernel's ephemeral range: a port from that range (what binding
-    to port 0 gives) can be taken by any outgoing connection between this check and the
-    moment the child binds it, and restate-server then fails with "Address in use"."""
-    high = _ephemeral_low() - 1
-    low = max(1024, high - FREE_PORT_SPAN)
+    It is picked outside the kernel's ephemeral range where there is room: a port from
+    that range (what binding to port 0 gives) can be taken by any outgoing connection
+    between this check and the moment the child binds it, and restate-server then fails
+    with "Address in use"."""
+    low, high = _outside_ephemeral()
+    if low > high:  # the range covers every unprivileged port: the kernel's choice
+        return _kernels_port()
     for _ in range(200):
         port = low + secrets.randbelow(high - low + 1)
         if port not in _handed_out and not _bound(port):
@@ -48,13 +50,23 @@ def free_port() -> int:
     raise StackError(f"No free TCP port on 127.0.0.1 between {low} and {high}.")
 
 
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux's default where it cannot be
-    read)."""
+def _outside_ephemeral() -> tuple[int, int]:
+    """Up to `FREE_PORTS` unprivileged ports just below the ephemeral range, or above it
+    when there is more room there (Linux's default range where it cannot be read)."""
     try:
-        return int(EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+        first, last = (int(n) for n in EPHEMERAL_RANGE.read_text().split()[:2])
+    except (OSError, ValueError):
+        first, last = 32768, 60999
+    below = (max(1024, first - FREE_PORTS), first - 1)
+    above = (last + 1, min(65535, last + FREE_PORTS))
+    return max(below, above, key=lambda span: span[1] - span[0])
+
+
+def _kernels_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_in_use(port: int, grace: float = 3.0) -> bool:
