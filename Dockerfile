@@ -25,4 +25,4 @@ VOLUME /data
 EXPOSE 9080
 
 # `python -m hypercorn` shuts down cleanly on SIGTERM.
-CMD ["python", "-m", "hypercorn", "services.app:create_app()", "--bind", "0.0.0.0:9080"]
+CMD ["python", "-m", "hypercorn", "services.app:create_app()", "--bind", "0.0.0.0:9080", "--worker-class", "uvloop"]

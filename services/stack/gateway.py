@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 
 import httpx
 
 from services.settings import Settings
-from services.stack.endpoint import settings_env
+from services.stack.endpoint import hypercorn_argv, settings_env
 from services.stack.process import Part, answers
 
 GATEWAY_APP = "services.gateway.app:app"
@@ -43,7 +42,7 @@ class Gateway(Part):
     def argv(self) -> list[str]:
         host, port = self.settings.gateway_host, self.settings.gateway_port
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        return [sys.executable, "-m", "hypercorn", self.app, "--bind", bind]
+        return hypercorn_argv(self.app, bind)
 
     def env(self) -> dict[str, str]:
         return {**os.environ, **settings_env(self.settings), **self.extra_env}
