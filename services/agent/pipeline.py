@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import jsonschema
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
-from schemas.harness import TurnState
+from schemas.harness import CallModel, TurnState
 from schemas.model import ModelRequest, Usage
 from schemas.spec import Limits
 from schemas.state import Ledger
@@ -35,10 +35,10 @@ def total(usage: Usage) -> int:
     return usage.prompt_tokens + usage.completion_tokens
 
 
-def estimate(request: ModelRequest) -> int:
-    """An upper-side guess of a call's tokens: about 3 characters a token, plus the most
-    it may write."""
-    return sum(len(m.content) for m in request.messages) // 3 + request.max_tokens
+def estimate(request: ModelRequest, prompt_chars: int) -> int:
+    """An upper-side guess of a call's tokens: about 3 characters a token of the prompt
+    (as the harness measured it), plus the most it may write."""
+    return prompt_chars // 3 + request.max_tokens
 
 
 def needs_clock(limits: Limits) -> bool:
@@ -52,7 +52,7 @@ class Pipeline:
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
 
     def before_model(
-        self, turn: TurnState, ledger: Ledger, request: ModelRequest, now: float, spent: float
+        self, turn: TurnState, ledger: Ledger, call: CallModel, now: float, spent: float
     ) -> Ledger:
         """Check every budget and reserve the call's estimate; raises BudgetExceededError.
 
@@ -73,7 +73,7 @@ class Pipeline:
                     f"The agent reached its limit of {limits.max_daily_tokens} model tokens "
                     f"for {ledger.day} (UTC)."
                 )
-        return msgspec.structs.replace(ledger, reserved=estimate(request))
+        return msgspec.structs.replace(ledger, reserved=estimate(call.request, call.prompt_chars))
 
     def before_tool(self, turn: TurnState, call: ToolCall, spent: float) -> str | None:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
@@ -123,5 +123,14 @@ def _validator(schema_json: bytes) -> jsonschema.protocols.Validator:
 
 
 def _today(ledger: Ledger, now: float) -> Ledger:
-    day = datetime.fromtimestamp(now, UTC).date().isoformat()
+    day = _day(int(now // 86_400))
     return ledger if ledger.day == day else Ledger(day=day)
+
+
+@functools.lru_cache(maxsize=4)
+def _day(days: int) -> str:
+    """The UTC date `days` days after the epoch (a model step asks for it every round)."""
+    return (_EPOCH + timedelta(days=days)).isoformat()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC).date()

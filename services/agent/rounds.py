@@ -174,7 +174,7 @@ class Rounds:
         self.turn = msgspec.structs.replace(self.turn, round=request.round)
         now = await self._clock.read() if needs_clock(self.turn.spec.limits) else 0.0
         self.ledger = self._pipeline.before_model(
-            self.turn, self.ledger, request, now, self._active()
+            self.turn, self.ledger, command, now, self._active()
         )
         await self._flush()
         reply = await self._generate(request)
