@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+import msgspec
 import restate
 
 from schemas.catalog import EventBatch
@@ -202,8 +203,4 @@ class Timeline:
 def _text_chars(body: EventBody) -> int:
     """The characters of an event's text fields: what makes an event large (a tool's
     result, a model's reply)."""
-    return sum(
-        len(value)
-        for value in (getattr(body, name) for name in body.__struct_fields__)
-        if isinstance(value, str)
-    )
+    return sum([len(value) for value in msgspec.structs.astuple(body) if type(value) is str])

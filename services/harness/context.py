@@ -18,7 +18,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import msgspec
 
@@ -60,6 +60,13 @@ def canonical(value: object) -> str:
 
 def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _folds_fingerprint(fixed: str, folds: str) -> str:
+    """Asked every round; both texts change only at a fold (the same objects until then, so
+    the lookup hashes nothing again)."""
+    return fingerprint(fixed + "\n" + folds)
 
 
 def window_of(spec: AgentSpec, state: ContextState) -> int:
@@ -266,8 +273,7 @@ class Layers:
 
     @property
     def folds_fingerprint(self) -> str:
-        folds = self.folds.content if self.folds is not None else ""
-        return fingerprint(self.fixed.text + "\n" + folds)
+        return _folds_fingerprint(self.fixed.text, self.folds.content if self.folds else "")
 
     def chars(self) -> int:
         fixed = self.fixed.chars
