@@ -90,13 +90,17 @@ class _L0:
 
     with_recall: Fixed
     without_recall: Fixed
+    policies: dict[str, Policy]
+    """The tools the model may call (`_policies`)."""
 
     @classmethod
     def of(cls, given: TurnInput, turn: TurnState) -> _L0:
         system = ChatMessage(role="system", content=turn.spec.instructions)
+        policies = _policies(given, turn)
         return cls(
-            Fixed(system, _definitions(given, turn, recall=True)),
-            Fixed(system, _definitions(given, turn, recall=False)),
+            Fixed(system, _definitions(given, policies, recall=True)),
+            Fixed(system, _definitions(given, policies, recall=False)),
+            policies,
         )
 
     def shown(self, *, recall: bool) -> Fixed:
@@ -136,17 +140,17 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             )
             return turn
         turn = msgspec.structs.replace(turn, round=turn.round + 1)
-        view = replace(view, current=view.current.then(turn.messages))
+        view = _View(view.state, view.recent, view.current.then(turn.messages))
         view = yield from _fold(given, turn, view, l0)
         command = _model_call(given, turn, view, l0)
         reply = yield command
         assert isinstance(reply, ModelReply)
-        view = replace(view, state=observed(view.state, command.prompt_chars, reply))
+        view = _View(observed(view.state, command.prompt_chars, reply), view.recent, view.current)
         turn = _append(turn, reply.message)
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
             return turn
-        turn, status = yield from _run_calls(given, turn, reply.message.tool_calls)
+        turn, status = yield from _run_calls(given, turn, reply.message.tool_calls, l0.policies)
         if status != _GO_ON:
             return turn
 
@@ -169,7 +173,7 @@ def _answered(
     else:
         note = f" Their note: {approval.note}" if approval.note else ""
         turn = _append(turn, _tool_message(call, f"A person denied this call.{note}"))
-    return (yield from _run_calls(given, turn, remaining))
+    return (yield from _run_calls(given, turn, remaining, _policies(given, turn)))
 
 
 def child_reported(turn: TurnState, report: ChildFinished) -> TurnState:
@@ -208,11 +212,11 @@ def _last_call(turn: TurnState, name: str) -> ToolCall | None:
 
 
 def _run_calls(
-    given: TurnInput, turn: TurnState, calls: tuple[ToolCall, ...]
+    given: TurnInput, turn: TurnState, calls: tuple[ToolCall, ...], policies: dict[str, Policy]
 ) -> Generator[Command, Result, tuple[TurnState, str]]:
-    """Run a round's calls in order. Stops at a call that needs approval (the rest wait
-    in `remaining`), and after the round if the model asked to wait for children."""
-    policies = _policies(given, turn)
+    """Run a round's calls in order, as `policies` allows them. Stops at a call that needs
+    approval (the rest wait in `remaining`), and after the round if the model asked to
+    wait for children."""
     wait_asked = False
     for index, call in enumerate(calls):
         policy = policies.get(call.name)
@@ -293,13 +297,17 @@ def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
     return shown
 
 
-def _definitions(given: TurnInput, turn: TurnState, *, recall: bool) -> tuple[ToolDefinition, ...]:
-    """The tools shown to the model. `recall` is shown once something was folded or cut
-    (before that there is nothing to read back), so plain chats stay without tools."""
-    shown = _policies(given, turn)
-    if not recall:
-        shown.pop(RECALL, None)
-    tools = [tool for tool in (*given.tools, *BUILTIN_DEFINITIONS) if tool.name in shown]
+def _definitions(
+    given: TurnInput, policies: dict[str, Policy], *, recall: bool
+) -> tuple[ToolDefinition, ...]:
+    """The tools shown to the model: those `policies` lets it call. `recall` is shown once
+    something was folded or cut (before that there is nothing to read back), so plain
+    chats stay without tools."""
+    tools = [
+        tool
+        for tool in (*given.tools, *BUILTIN_DEFINITIONS)
+        if tool.name in policies and (recall or tool.name != RECALL)
+    ]
     return tuple(sorted(tools, key=lambda tool: tool.name))
 
 
