@@ -16,8 +16,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
@@ -49,7 +51,7 @@ def needs_clock(limits: Limits) -> bool:
 class Pipeline:
     def __init__(self, tools: Sequence[ToolDefinition]) -> None:
         self._tools = {tool.name: tool for tool in tools}
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._checkers: dict[str, ArgumentChecker] = {}
 
     def before_model(
         self, turn: TurnState, ledger: Ledger, call: CallModel, now: float, spent: float
@@ -79,23 +81,44 @@ class Pipeline:
         """Check the wall-time budget (raises), then the arguments: a sentence if they are
         not what the tool accepts."""
         check_time(turn, spent)
-        validator = self._validator_of(call.name)
-        if validator is None:
-            return None
-        error = jsonschema.exceptions.best_match(validator.iter_errors(call.arguments))
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
-        return f"The arguments of {call.name} are not valid: {where}: {error.message}."
+        checker = self._checker_of(call.name)
+        return None if checker is None else checker.problem(call.name, call.arguments)
 
-    def _validator_of(self, name: str) -> jsonschema.protocols.Validator | None:
-        if (validator := self._validators.get(name)) is None:
+    def _checker_of(self, name: str) -> ArgumentChecker | None:
+        if (checker := self._checkers.get(name)) is None:
             tool = self._tools.get(name)
             if tool is None:
                 return None
-            validator = _validator(msgspec.json.encode(tool.parameters, order="sorted"))
-            self._validators[name] = validator
-        return validator
+            checker = _checker(msgspec.json.encode(tool.parameters, order="sorted"))
+            self._checkers[name] = checker
+        return checker
+
+
+class ArgumentChecker:
+    """A tool's JSON Schema, checked two ways. jsonschema-rs (compiled, about 0.2 µs a
+    call against about 7 for jsonschema) says whether the arguments fit; only when it
+    says they do not does jsonschema decide, and write the sentence (its best match of
+    the errors). A schema jsonschema-rs cannot compile is checked by jsonschema alone."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._full: jsonschema.protocols.Validator = jsonschema.validators.validator_for(schema)(
+            schema
+        )
+        self._fast: jsonschema_rs.Validator | None
+        try:  # formats unchecked and no schema fetched, as jsonschema does here
+            self._fast = jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
+        except (ValueError, jsonschema_rs.ReferencingError):
+            self._fast = None
+
+    def problem(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """A sentence if `arguments` do not fit, else None."""
+        if self._fast is not None and self._fast.is_valid(arguments):
+            return None
+        error = jsonschema.exceptions.best_match(self._full.iter_errors(arguments))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
+        return f"The arguments of {name} are not valid: {where}: {error.message}."
 
 
 def after_model(ledger: Ledger, usage: Usage, at: float) -> Ledger:
@@ -114,12 +137,10 @@ def check_time(turn: TurnState, spent: float) -> None:
 
 
 @functools.cache
-def _validator(schema_json: bytes) -> jsonschema.protocols.Validator:
+def _checker(schema_json: bytes) -> ArgumentChecker:
     """Built once per schema: checking the schema itself on every call costs more than
     the call's own check."""
-    schema = msgspec.json.decode(schema_json)
-    validator: jsonschema.protocols.Validator = jsonschema.validators.validator_for(schema)(schema)
-    return validator
+    return ArgumentChecker(msgspec.json.decode(schema_json))
 
 
 def _today(ledger: Ledger, now: float) -> Ledger:
