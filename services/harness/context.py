@@ -150,9 +150,9 @@ def folds_message(blocks: Sequence[FoldBlock]) -> ChatMessage | None:
     return ChatMessage(role="system", content="\n\n".join([FOLDS_HEADER, *lines]))
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A message of the history, with the turn it belongs to and its index there."""
+class Entry(msgspec.Struct, frozen=True):
+    """A message of the history, with the turn it belongs to and its index there (a
+    struct, quick to make: a wake makes one per message shown)."""
 
     turn: int
     index: int
@@ -292,11 +292,15 @@ class Budget:
 
     @classmethod
     def of(cls, spec: AgentSpec, state: ContextState) -> Budget:
-        window = window_of(spec, state)
-        prompt = max(window - spec.limits.max_tokens, 1)
-        return cls(
-            window, prompt, int(prompt * spec.limits.fold_at), int(prompt * spec.limits.fold_to)
-        )
+        limits = spec.limits
+        return _budget(window_of(spec, state), limits.max_tokens, limits.fold_at, limits.fold_to)
+
+
+@lru_cache(maxsize=256)
+def _budget(window: int, max_tokens: int, fold_at: float, fold_to: float) -> Budget:
+    """Asked twice a round with the same few numbers: worked out once for each."""
+    prompt = max(window - max_tokens, 1)
+    return Budget(window, prompt, int(prompt * fold_at), int(prompt * fold_to))
 
 
 def summary_chars(budget: Budget, estimate: Estimate) -> int:
