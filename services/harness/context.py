@@ -201,8 +201,7 @@ def shown_history(segments: tuple[Segment, ...]) -> Shown:
     return Shown(segments, tuple(entries), tuple(sizes), longest)
 
 
-@dataclass(frozen=True)
-class Current:
+class Current(msgspec.Struct, frozen=True):
     """L3, the turn's own messages, with their size and longest content. A turn only
     appends messages, so `then` measures each message once, not at every round."""
 
@@ -249,8 +248,7 @@ class Fixed:
         return message_chars(self.system) + len(self.tools_text)
 
 
-@dataclass(frozen=True)
-class Layers:
+class Layers(msgspec.Struct, frozen=True):
     """The prompt's layers before cuts, with their fingerprints."""
 
     fixed: Fixed
@@ -359,8 +357,7 @@ def _cut(entry: Entry, shown: int) -> ChatMessage:
     )
 
 
-@dataclass(frozen=True)
-class Prompt:
+class Prompt(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...]
     cut: bool
     """Whether any message was cut."""

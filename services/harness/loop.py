@@ -8,7 +8,7 @@ keep for the next wake.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -72,14 +72,13 @@ class TurnInput:
     context: ContextState = field(default_factory=ContextState)
 
 
-@dataclass(frozen=True)
-class _View:
+class _View(msgspec.Struct, frozen=True):
     """What the prompt shows besides its fixed layer: the history, as the turn's folds
     change it, and the turn's own messages, measured as they are added."""
 
     state: ContextState
     recent: Shown
-    current: Current = field(default_factory=Current)
+    current: Current = msgspec.field(default_factory=Current)
     """As of the round being planned (`_rounds` brings it on each round)."""
 
 
@@ -341,7 +340,7 @@ def _fold(
     text = usable(answer.reply, limit)
     summary = text or extractive(plan.segments, limit)
     state = folded(view.state, plan, summary, budget, estimate)
-    after = replace(view, state=state, recent=view.recent.after(len(plan.segments)))
+    after = msgspec.structs.replace(view, state=state, recent=view.recent.after(len(plan.segments)))
     tokens = estimate.tokens(_layers(turn, after, l0, recall=True).chars())
     reason = "" if text else answer.problem or "The summary step wrote nothing usable."
     block = state.blocks[-1]
