@@ -64,8 +64,9 @@ def fingerprint(text: str) -> str:
 
 @lru_cache(maxsize=256)
 def _folds_fingerprint(fixed: str, folds: str) -> str:
-    """Asked every round; both texts change only at a fold (the same objects until then, so
-    the lookup hashes nothing again)."""
+    """Asked every round; both texts change only at a fold. The fixed text is the same
+    object all turn (its hash is kept); the folds' text is built again each round, and
+    hashing it costs far less than a sha256 of both."""
     return fingerprint(fixed + "\n" + folds)
 
 

@@ -139,12 +139,14 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             )
             return turn
         turn = msgspec.structs.replace(turn, round=turn.round + 1)
-        view = _View(view.state, view.recent, view.current.then(turn.messages))
+        view = msgspec.structs.replace(view, current=view.current.then(turn.messages))
         view = yield from _fold(given, turn, view, l0)
         command = _model_call(given, turn, view, l0)
         reply = yield command
         assert isinstance(reply, ModelReply)
-        view = _View(observed(view.state, command.prompt_chars, reply), view.recent, view.current)
+        view = msgspec.structs.replace(
+            view, state=observed(view.state, command.prompt_chars, reply)
+        )
         turn = _append(turn, reply.message)
         if not reply.message.tool_calls:
             yield Reply(reply.message.content)
