@@ -12,6 +12,8 @@ import time
 
 import restate
 
+from services.durable import step_options
+
 STEP = "timestamp"
 """The clock step's name: the one `ctx.time()` journals, so journals of either replay."""
 
@@ -28,7 +30,7 @@ class Clock:
         """Restate's clock as a journaled step. Unlike `ctx.time()`, whose step is a plain
         function the SDK runs on a thread pool, this one runs on the event loop: no thread
         hop per wake."""
-        return self._ctx.run_typed(STEP, _now, restate.RunOptions(type_hint=float))
+        return self._ctx.run_typed(STEP, _now, step_options(float))
 
     def saw(self, *times: float) -> None:
         for at in times:

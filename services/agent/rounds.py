@@ -58,7 +58,7 @@ from services.agent.store import Store
 from services.agent.timeline import Timeline
 from services.agent.workspace import call_workspace, is_workspace_tool
 from services.contracts import GENERATE, WAKE
-from services.durable import call, send
+from services.durable import call, send, step_options
 from services.harness.context import observed
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, answer, matches, parse
@@ -305,7 +305,7 @@ class Rounds:
             result = await self._ctx.run_typed(
                 f"tool {call_.name} {call_.id}",
                 self._tools.run,
-                restate.RunOptions(type_hint=ToolResult),
+                step_options(ToolResult),
                 call_,
                 command.idempotency_key,
                 self._address,

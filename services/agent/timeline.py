@@ -41,7 +41,7 @@ from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify
 from services.agent.store import Store
 from services.contracts import PROJECT_EVENTS
-from services.durable import send
+from services.durable import send, step_options
 
 PROJECTED = "projected"
 """The name of the wake's last step, which writes its events to the projection."""
@@ -185,8 +185,7 @@ class Timeline:
         live = self._live
         assert live is not None
         batch = EventBatch(tuple(self._unsent), status)
-        # The type named, so the SDK does not read the signature of `write` at every wake.
-        options = restate.RunOptions(max_attempts=ATTEMPTS, type_hint=type(None))
+        options = step_options(type(None), ATTEMPTS)
         try:
             await self._ctx.run_typed(PROJECTED, live.write, options, batch)
         except restate.TerminalError:

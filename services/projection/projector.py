@@ -25,6 +25,7 @@ import restate
 from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
 from schemas.events import Event
 from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
+from services.durable import step_options
 from services.projection.catalog import Decided
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
@@ -244,6 +245,6 @@ def projector_service(
                 lambda store: rebuild_from_restate(store, ingress_url, admin_url)
             )
 
-        return await ctx.run_typed("rebuild", run, restate.RunOptions(type_hint=RebuildReport))
+        return await ctx.run_typed("rebuild", run, step_options(RebuildReport))
 
     return projector

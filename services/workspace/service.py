@@ -14,7 +14,7 @@ import restate
 
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 from services.contracts import FINISH, WORKSPACE, WORKSPACE_CALL
-from services.durable import send
+from services.durable import send, step_options
 from services.workspace.effects import EffectLedger, ledger_key
 from services.workspace.tools import WorkspaceHost, unknown
 
@@ -48,9 +48,7 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
         # The call runs as a step so that this handler awaits a Restate future: only then
         # does it see a cancellation, and can kill the command.
         try:
-            reply = await ctx.run_typed(
-                request.call.name, step, restate.RunOptions(type_hint=WorkspaceReply)
-            )
+            reply = await ctx.run_typed(request.call.name, step, step_options(WorkspaceReply))
         except restate.TerminalError:
             cancelled.set()
             raise
