@@ -9,11 +9,12 @@ leave the same row as recomputing it from every event.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 from schemas.address import parse_address
-from schemas.events import Event, TurnEnded, TurnStarted
+from schemas.events import Event, EventBody, TurnEnded, TurnStarted
 
 STATUS_BY_EVENT = {
     "turn_started": "running",
@@ -29,6 +30,13 @@ STATUS_BY_EVENT = {
     "turn_ended": "idle",
 }
 """Which events decide an agent's status; the newest of them wins."""
+
+_STATUS_BY_TYPE: dict[type, str] = {
+    body: STATUS_BY_EVENT[str(body.__struct_config__.tag)]
+    for body in get_args(EventBody)
+    if body.__struct_config__.tag in STATUS_BY_EVENT
+}
+"""`STATUS_BY_EVENT` by the body's type: one dict lookup an event, not a walk to its tag."""
 
 
 class CatalogRow(NamedTuple):
@@ -52,32 +60,37 @@ class CatalogRow(NamedTuple):
 class _Fold:
     """One agent's row, folded from its events in one pass (a batch holds many)."""
 
-    __slots__ = ("address", "at", "ended", "seq", "started", "status", "turn")
+    __slots__ = ("address", "at", "ended", "seq", "started", "status", "status_seq", "turn")
 
     def __init__(self, first: Event) -> None:
         self.address = first.agent
-        self.seq, self.turn, self.at = first.seq, first.turn, first.at
-        self.status: Event | None = None
+        self.seq, self.turn, self.at = 0, 0, first.at
+        self.status: str | None = None
+        self.status_seq = 0
         self.started: Event | None = None
         self.ended: Event | None = None
 
     def add(self, event: Event) -> None:
-        self.seq = max(self.seq, event.seq)
+        seq = event.seq
+        self.seq = max(self.seq, seq)
         self.turn = max(self.turn, event.turn)
         self.at = max(self.at, event.at)
-        if event.body.__struct_config__.tag in STATUS_BY_EVENT:
-            self.status = _newer(self.status, event)
-        if isinstance(event.body, TurnStarted):
-            self.started = _newer(self.started, event)
-        elif isinstance(event.body, TurnEnded):
-            self.ended = _newer(self.ended, event)
+        kind = type(event.body)
+        status = _STATUS_BY_TYPE.get(kind)
+        if status is not None and seq > self.status_seq:
+            self.status, self.status_seq = status, seq
+        if kind is TurnStarted:
+            if self.started is None or seq > self.started.seq:
+                self.started = event
+        elif kind is TurnEnded and (self.ended is None or seq > self.ended.seq):
+            self.ended = event
 
-    def row(self) -> CatalogRow:
+    def row(self, decided: Decided | None) -> CatalogRow:
         kind, spec_version, started_seq = "", 0, 0
-        status, status_seq = "idle", 0
         last_outcome, ended_seq = None, 0
-        if (event := self.status) is not None:
-            status, status_seq = STATUS_BY_EVENT[str(event.body.__struct_config__.tag)], event.seq
+        status, status_seq = self.status or "idle", self.status_seq
+        if decided is not None and status_seq <= decided.seq:
+            status, status_seq = decided
         if (event := self.started) is not None and isinstance(event.body, TurnStarted):
             kind, spec_version = event.body.spec_kind, event.body.spec_version
             started_seq = event.seq
@@ -85,7 +98,7 @@ class _Fold:
             last_outcome, ended_seq = event.body.outcome, event.seq
         return CatalogRow(
             self.address,
-            parse_address(self.address).tenant,
+            _tenant(self.address),
             kind,
             spec_version,
             started_seq,
@@ -99,8 +112,9 @@ class _Fold:
         )
 
 
-def _newer(known: Event | None, event: Event) -> Event:
-    return event if known is None or event.seq > known.seq else known
+@functools.lru_cache(maxsize=4096)
+def _tenant(address: str) -> str:
+    return parse_address(address).tenant
 
 
 class Decided(NamedTuple):
@@ -123,8 +137,5 @@ def catalog_rows(
         if fold is None:
             fold = folds[event.agent] = _Fold(event)
         fold.add(event)
-    rows = {agent: fold.row() for agent, fold in folds.items()}
-    for agent, (status, seq) in (decided or {}).items():
-        if agent in rows and rows[agent].status_seq <= seq:
-            rows[agent] = rows[agent]._replace(status=status, status_seq=seq)
-    return [rows[address] for address in sorted(rows)]
+    told = decided or {}
+    return [folds[address].row(told.get(address)) for address in sorted(folds)]

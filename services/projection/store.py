@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, get_args
 
 import aiosqlite
 import msgspec
 
 from schemas.catalog import ApiKey, PublishedSpec
-from schemas.events import Event
+from schemas.events import Event, EventBody
 from schemas.spec import AgentSpec
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.migrations import MIGRATIONS
@@ -62,6 +62,10 @@ _INSERT_EVENTS = (
     "insert into events (agent, seq, turn, type, at, event) values (?, ?, ?, ?, ?, ?)"
     " on conflict (agent, seq) do nothing"
 )
+_ENCODER = msgspec.json.Encoder()
+_TAGS: dict[type, str] = {body: str(body.__struct_config__.tag) for body in get_args(EventBody)}
+"""Each body type's tag: the `type` column."""
+
 _INSERT_SPECS = (
     "insert into specs (tenant, kind, version, spec, published_at) values (?, ?, ?, ?, ?)"
     " on conflict do nothing"
@@ -298,8 +302,9 @@ def _transaction(
 
 
 def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
+    encode, tags = _ENCODER.encode, _TAGS
     return [
-        (e.agent, e.seq, e.turn, _tag(e), e.at.isoformat(), msgspec.json.encode(e)) for e in events
+        (e.agent, e.seq, e.turn, tags[type(e.body)], e.at.isoformat(), encode(e)) for e in events
     ]
 
 
@@ -317,10 +322,6 @@ def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
          k.revoked_at.isoformat() if k.revoked_at else None)
         for k in keys
     ]  # fmt: skip
-
-
-def _tag(event: Event) -> str:
-    return str(event.body.__struct_config__.tag)
 
 
 def _time(text: str) -> datetime:
