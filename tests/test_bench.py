@@ -18,6 +18,7 @@ from bench.results import CpuPerRound, Gaps, Result
 from bench.rounds import Plan
 from bench.stats import Spread
 from bench.versus import Row, compare, render
+from bench.wake import main as wake_main
 from schemas.events import ContextFolded, Event, EventBody, ModelMessage, TurnEnded
 from schemas.model import Usage
 from services.stack.journal import Tally
@@ -201,4 +202,19 @@ def test_the_commit_benchmark_writes_rounds_as_an_agent_hands_them_over(
     assert [line.split()[:2] for line in lines] == [["1", "agent,"], ["2", "agents,"]]
     with pytest.raises(SystemExit) as refused:
         commits_main(["--rounds", "3"])
+    assert refused.value.code == 2
+
+
+def test_the_wake_benchmark_runs_each_variants_turns_to_the_scripted_reply(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert wake_main(["--agents", "2", "--turns", "2", "--rounds", "3", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line[:24].strip(): line[24:].split() for line in lines[3:]}
+    assert list(rows) == ["teaspill", "teaspill, no projection", "plain loop"]
+    for figures in rows.values():  # "best / median" for the process, then the event loop
+        assert figures[1] == figures[4] == "/"
+        assert all(float(figure) > 0 for figure in (figures[0], figures[3]))
+    with pytest.raises(SystemExit) as refused:
+        wake_main(["--rounds", "1"])
     assert refused.value.code == 2
