@@ -31,9 +31,10 @@ _ENCODER = msgspec.json.Encoder()
 
 
 class Json(restate.serde.Serde[T]):
-    """A step's result as msgspec JSON, the decoder for its type made once. The bytes are
-    those the SDK's default serde writes for a struct, a float or None, and each reads
-    what the other wrote, so a journal replays whichever wrote it."""
+    """A step's result as msgspec JSON, the decoder for its type made once. A struct or
+    None gives the bytes the SDK's default serde writes, a float the same number (an
+    exponent may be written differently), and each reads what the other wrote, so a
+    journal replays whichever wrote it."""
 
     def __init__(self, type_: type[T]) -> None:
         self._decoder = msgspec.json.Decoder(type_)

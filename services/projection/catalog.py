@@ -36,7 +36,7 @@ _STATUS_BY_TYPE: dict[type, str] = {
     for body in get_args(EventBody)
     if body.__struct_config__.tag in STATUS_BY_EVENT
 }
-"""`STATUS_BY_EVENT` by the body's type: one dict lookup an event, not a walk to its tag."""
+"""`STATUS_BY_EVENT` by the body's type: one dict lookup per event, not a walk to its tag."""
 
 
 class CatalogRow(NamedTuple):
