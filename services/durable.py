@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import msgspec
 import restate
 
 from services.contracts import Handler
@@ -27,37 +26,22 @@ Cancelled = Callable[[], Awaitable[object]]
 """Completes when the step's work should stop."""
 
 
-_ENCODER = msgspec.json.Encoder()
-
-
-class Json(restate.serde.Serde[T]):
-    """A step's result as msgspec JSON, the decoder for its type made once. A struct or
-    None gives the bytes the SDK's default serde writes, a float the same number (an
-    exponent may be written differently), and each reads what the other wrote, so a
-    journal replays whichever wrote it."""
-
-    def __init__(self, type_: type[T]) -> None:
-        self._decoder = msgspec.json.Decoder(type_)
-
-    def serialize(self, obj: T | None) -> bytes:
-        return b"" if obj is None else _ENCODER.encode(obj)
-
-    def deserialize(self, buf: bytes) -> T | None:
-        return self._decoder.decode(buf) if buf else None
-
-
 _OPTIONS: dict[tuple[type, int | None], restate.RunOptions[Any]] = {}
 
 
 def step_options(type_: type[T], max_attempts: int | None = None) -> restate.RunOptions[T]:
-    """A step's options, made once per result type and attempts. With a serde of its own
-    (`Json`) the SDK uses the options as given; with its default serde it copies them and
-    works the type out again at every step (about 4 µs a step, and a wake's round takes
-    two steps)."""
+    """A step's options, made once per result type and attempts, with the SDK's msgspec
+    serde for the result. Given a serde, the SDK uses the options as they are; given its
+    default serde, it copies them and works the type out again at every step (about 4 µs
+    a step, and a wake's round takes two steps). The msgspec serde writes a struct's bytes
+    as the default serde does, a float as the same number (an exponent perhaps written
+    otherwise), and each reads what the other wrote, so a journal replays whichever wrote
+    it."""
     key = (type_, max_attempts)
     options = _OPTIONS.get(key)
     if options is None:
-        options = _OPTIONS[key] = restate.RunOptions(serde=Json(type_), max_attempts=max_attempts)
+        serde: restate.serde.Serde[T] = restate.serde.MsgspecJsonSerde(type_)  # type: ignore[no-untyped-call]
+        options = _OPTIONS[key] = restate.RunOptions(serde=serde, max_attempts=max_attempts)
     return options
 
 

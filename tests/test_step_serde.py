@@ -1,16 +1,16 @@
-"""A step's result is written by `services.durable.Json`, and journals written before it
-(by the SDK's default serde) must replay: each reads what the other wrote."""
+"""A step's result is written by the serde `services.durable.step_options` gives it, and
+journals written before (by the SDK's default serde) must replay: each reads what the
+other wrote."""
 
 from __future__ import annotations
 
 import pytest
-import restate
-from restate.serde import DefaultSerde
+from restate.serde import DefaultSerde, MsgspecJsonSerde
 
 from schemas.chat import ChatMessage, ToolCall
 from schemas.harness import ToolResult
 from schemas.model import ModelReply, Usage
-from services.durable import Json, step_options
+from services.durable import step_options
 
 REPLY = ModelReply(
     ChatMessage(
@@ -28,7 +28,7 @@ RESULT = ToolResult("c1", "calculator", "ok", "4", started=1.0, finished=2.5)
 
 @pytest.mark.parametrize("value", [REPLY, RESULT])
 def test_a_struct_is_written_as_the_default_serde_writes_it(value: object) -> None:
-    ours, theirs = Json(type(value)), DefaultSerde(type(value))
+    ours, theirs = step_options(type(value)).serde, DefaultSerde(type(value))
     assert ours.serialize(value) == theirs.serialize(value)
     assert ours.deserialize(theirs.serialize(value)) == value
     assert theirs.deserialize(ours.serialize(value)) == value
@@ -36,13 +36,13 @@ def test_a_struct_is_written_as_the_default_serde_writes_it(value: object) -> No
 
 @pytest.mark.parametrize("at", [1764601234.123456, 0.1, 1e16, 1e-7, 0.0])
 def test_a_time_reads_back_whichever_serde_wrote_it(at: float) -> None:
-    ours, theirs = Json(float), DefaultSerde(float)
+    ours, theirs = step_options(float).serde, DefaultSerde(float)
     assert ours.deserialize(theirs.serialize(at)) == at
     assert theirs.deserialize(ours.serialize(at)) == at
 
 
 def test_a_step_that_returns_nothing_journals_nothing() -> None:
-    ours, theirs = Json(type(None)), DefaultSerde(type(None))
+    ours, theirs = step_options(type(None)).serde, DefaultSerde(type(None))
     assert ours.serialize(None) == theirs.serialize(None) == b""
     assert ours.deserialize(b"") is None
 
@@ -53,6 +53,5 @@ def test_options_are_made_once_and_keep_their_serde() -> None:
     assert step_options(ToolResult) is not options
     assert options.max_attempts == 3
     # The SDK copies options and picks a serde again only when it is its default one.
-    assert isinstance(options.serde, Json)
+    assert isinstance(options.serde, MsgspecJsonSerde)
     assert not isinstance(options.serde, DefaultSerde)
-    assert isinstance(options, restate.RunOptions)
