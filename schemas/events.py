@@ -8,7 +8,7 @@ rename, retype or remove a field, and never reuse a tag. Old payloads must keep 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -190,6 +190,9 @@ EventBody = (
     | TurnEnded
     | ContextFolded
 )
+
+BODY_TAGS: dict[type, str] = {body: str(body.__struct_config__.tag) for body in get_args(EventBody)}
+"""Each body type's tag: `type` in its JSON."""
 
 
 class Event(msgspec.Struct, frozen=True):

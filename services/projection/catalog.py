@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, get_args
+from typing import NamedTuple
 
 from schemas.address import parse_address
-from schemas.events import Event, EventBody, TurnEnded, TurnStarted
+from schemas.events import BODY_TAGS, Event, TurnEnded, TurnStarted
 
 STATUS_BY_EVENT = {
     "turn_started": "running",
@@ -32,9 +32,7 @@ STATUS_BY_EVENT = {
 """Which events decide an agent's status; the newest of them wins."""
 
 _STATUS_BY_TYPE: dict[type, str] = {
-    body: STATUS_BY_EVENT[str(body.__struct_config__.tag)]
-    for body in get_args(EventBody)
-    if body.__struct_config__.tag in STATUS_BY_EVENT
+    body: STATUS_BY_EVENT[tag] for body, tag in BODY_TAGS.items() if tag in STATUS_BY_EVENT
 }
 """`STATUS_BY_EVENT` by the body's type: one dict lookup per event, not a walk to its tag."""
 

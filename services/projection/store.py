@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, get_args
+from typing import Any
 
 import aiosqlite
 import msgspec
 
 from schemas.catalog import ApiKey, PublishedSpec
-from schemas.events import Event, EventBody
+from schemas.events import BODY_TAGS, Event
 from schemas.spec import AgentSpec
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.migrations import MIGRATIONS
@@ -63,8 +63,6 @@ _INSERT_EVENTS = (
     " on conflict (agent, seq) do nothing"
 )
 _ENCODER = msgspec.json.Encoder()
-_TAGS: dict[type, str] = {body: str(body.__struct_config__.tag) for body in get_args(EventBody)}
-"""Each body type's tag: the `type` column."""
 
 _INSERT_SPECS = (
     "insert into specs (tenant, kind, version, spec, published_at) values (?, ?, ?, ?, ?)"
@@ -302,7 +300,7 @@ def _transaction(
 
 
 def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
-    encode, tags = _ENCODER.encode, _TAGS
+    encode, tags = _ENCODER.encode, BODY_TAGS
     return [
         (e.agent, e.seq, e.turn, tags[type(e.body)], e.at.isoformat(), encode(e)) for e in events
     ]
