@@ -148,10 +148,10 @@ def _today(ledger: Ledger, now: float) -> Ledger:
     return ledger if ledger.day == day else Ledger(day=day)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC).date()
+
+
 @functools.lru_cache(maxsize=4)
 def _day(days: int) -> str:
     """The UTC date `days` days after the epoch (a model step asks for it every round)."""
     return (_EPOCH + timedelta(days=days)).isoformat()
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC).date()
