@@ -50,8 +50,8 @@ class Invocation:
 
 
 class InlineContext:
-    """The part of `restate.ObjectContext` the two handlers use. A step runs when it is
-    made, and its result goes through its serde as it would through a journal."""
+    """The part of `restate.ObjectContext` the two handlers use. A step starts when it is
+    made (a task), and its result goes through its serde as it would through a journal."""
 
     def __init__(self, key: str, state: dict[str, bytes], invocation: str) -> None:
         self._key, self._state, self._invocation = key, state, Invocation(invocation)
