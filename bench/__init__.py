@@ -1,6 +1,8 @@
-"""Benchmarks that run against a real stack (restate-server and the service endpoint).
+"""Benchmarks, most of them against a real stack (restate-server and the service endpoint).
 
-Run them with `python -m bench` (or `make bench`); `docs/benchmarks.md` has the figures.
+Run those with `python -m bench` (or `make bench`); a few measure one part in process
+(`python -m bench.commits`, `bench.wake`, `bench.models`). `docs/benchmarks.md` has the
+figures.
 """
 
 from __future__ import annotations
