@@ -205,11 +205,17 @@ def test_the_commit_benchmark_writes_rounds_as_an_agent_hands_them_over(
     assert refused.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("flags", "model"),
+    [([], "the model on its thread"), (["--model-on-loop"], "the model on the event loop")],
+)
 def test_the_wake_benchmark_runs_each_variants_turns_to_the_scripted_reply(
-    capsys: pytest.CaptureFixture[str],
+    flags: list[str], model: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert wake_main(["--agents", "2", "--turns", "2", "--rounds", "3", "--repeat", "1"]) == 0
+    small = ["--agents", "2", "--turns", "2", "--rounds", "3", "--repeat", "1"]
+    assert wake_main([*small, *flags]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert model in lines[0]
     rows = {line[:24].strip(): line[24:].split() for line in lines[3:]}
     assert list(rows) == ["teaspill", "teaspill, no projection", "plain loop"]
     for figures in rows.values():  # "best / median" for the process, then the event loop
