@@ -11,9 +11,11 @@ whole process and of the event loop's thread, best and median of the repeats. On
 shared machine these move far less than rounds per second through a stack do. No stack.
 
 `--model-on-loop` calls the `script` executor on the event loop's thread instead of its
-worker thread, for every variant alike. The hand-over to the worker thread and back costs
-each variant about the same (some 90 µs a round) and is most of what moves between runs,
-so what is left is each variant's own Python, measured more steadily.
+worker thread, for every variant alike. The hand-over to the worker thread and back (90 µs
+a round or more for each variant, and most of what moves between runs) is left out, and
+with it the waits around it, which differ a little: teaspill's model step also waits on
+its cancellation (about 3 µs a call more, measured alone with 50 calls at once). What is
+left is each variant's own Python, measured more steadily.
 """
 
 from __future__ import annotations
