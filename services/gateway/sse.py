@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
-from schemas.events import Event
+from schemas.events import BODY_TAGS, Event
 from services.gateway.catalog import Catalog, CatalogUnavailableError
 from services.gateway.feeds import PAGE, FeedItem, Hub
 from services.gateway.live import LiveItem, LiveView, Retraction
@@ -28,10 +28,9 @@ KEEPALIVE = b": keepalive\n\n"
 
 
 def event_frame(event: Event) -> bytes:
-    tag = str(event.body.__struct_config__.tag)
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (
         event.seq,
-        tag.encode(),
+        BODY_TAGS[type(event.body)].encode(),
         msgspec.json.encode(event),
     )
 
