@@ -54,4 +54,3 @@ def test_options_are_made_once_and_keep_their_serde() -> None:
     assert options.max_attempts == 3
     # The SDK copies options and picks a serde again only when it is its default one.
     assert isinstance(options.serde, MsgspecJsonSerde)
-    assert not isinstance(options.serde, DefaultSerde)
