@@ -21,10 +21,11 @@ from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
 from services.executor.service import model_service
+from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.offer import deployment_offer
 from services.projection.notify import Notifier
-from services.projection.projector import Projection, Tell, projector_service
+from services.projection.projector import Projection, Tell, projector_service, through_ingress
 from services.settings import Settings, settings
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
@@ -48,7 +49,11 @@ def _notifier(config: Settings, closers: list[Closer]) -> Tell | None:
 
 def _control(services: Services, closers: list[Closer], model: ModelRunner | None) -> None:
     config = settings()
-    projection = Projection(config.home / "projection.db", _notifier(config, closers))
+    ingress = AsyncIngress(config.ingress_url)
+    closers.append(ingress.close)
+    projection = Projection(
+        config.home / "projection.db", _notifier(config, closers), through_ingress(ingress)
+    )
     offer = deployment_offer(config)
     tools = load_tools(config.home, config.tool_modules)
     services += [

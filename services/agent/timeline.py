@@ -9,12 +9,13 @@ what it decided, is durable then), without a round trip and without waiting for 
 commit, so a follower sees a model's reply before the round's tool calls run. The wake's
 object state gets the events as chunks: one at the wake's end, and one whenever
 `CHUNK_EVENTS` events or `CHUNK_CHARS` characters of their text are waiting (a wake of
-many rounds, large results). The wake's last step then makes sure of the projection: one
-journaled step writes every event of the wake and returns once they are committed. A
-wake that dies before that step replays and writes them then; a step that cannot write
-them (the projection is broken) gives up after a few attempts and sends them to the
-`Projector` instead, which retries on its own. Every write is an upsert by seq, so an
-event that arrives twice is written once.
+many rounds, large results). The wake's last flush then makes sure of the projection: it
+writes every event of the wake and returns once they are committed, or, when the
+projection cannot take them, once Restate has accepted them for the `Projector`, which
+retries on its own (`LiveProjection.write`). That write is not a journaled step: a wake
+that dies before it returns replays and writes the same events again, and every write is
+an upsert by seq, so an event that arrives twice is written once. Both ways journal
+nothing, so a replay meets the same journal whichever way the write went.
 
 Without the projection in this process, every flush (before each model step and each
 tool call that changes the world) writes a chunk and sends it to the `Projector`.
@@ -41,13 +42,7 @@ from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify
 from services.agent.store import Store
 from services.contracts import PROJECT_EVENTS
-from services.durable import send, step_options
-
-PROJECTED = "projected"
-"""The name of the wake's last step, which writes its events to the projection."""
-
-ATTEMPTS = 3
-"""Attempts at that step before its events go to the `Projector` instead."""
+from services.durable import send
 
 CHUNK_EVENTS = 64
 CHUNK_CHARS = 1_000_000
@@ -63,7 +58,9 @@ class LiveProjection(Protocol):
         """Queue the batch for the next commit and return at once; never raises."""
 
     async def write(self, batch: EventBatch) -> None:
-        """Return once the batch is committed."""
+        """Return once the batch is committed, or, when the projection cannot take it,
+        once it is handed to the `Projector`; raise only when neither could be done (the
+        wake's attempt then fails, and Restate retries it)."""
 
 
 @dataclass
@@ -184,12 +181,7 @@ class Timeline:
     async def _project(self, status: AgentState) -> None:
         live = self._live
         assert live is not None
-        batch = EventBatch(tuple(self._unsent), status)
-        options = step_options(type(None), ATTEMPTS)
-        try:
-            await self._ctx.run_typed(PROJECTED, live.write, options, batch)
-        except restate.TerminalError:
-            self._send(status)
+        await live.write(EventBatch(tuple(self._unsent), status))
         self._unsent.clear()
 
     def _send(self, status: AgentState) -> None:

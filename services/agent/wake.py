@@ -4,8 +4,8 @@ Per wake: the clock and the record (with its copy of the verbatim history) read 
 round trip; `running` set when a turn runs; the record written once at the end (its copy
 renewed when a segment was added or a fold moved on; a segment gets a key of its own only
 once a fold moves past it); the timeline's events handed to the projection as steps
-return, written as one chunk at the end (`Timeline`), and one step at the end that makes
-sure the projection holds them.
+return, written as one chunk at the end (`Timeline`), and a last write, not journaled,
+that makes sure the projection holds them.
 """
 
 from __future__ import annotations

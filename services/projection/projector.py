@@ -3,8 +3,8 @@
 Agents send it batches of timeline events, tenants every spec and key change, one-way;
 each write is an upsert, so Restate's at-least-once redelivery is harmless. Agents served
 by this process write their events here directly instead (`offer` as each round is
-flushed, `write` in the journaled step that ends a wake): the same upserts, without an
-invocation; they send the `Projector` only the events that step could not write. Writes are
+flushed, `write` at the end of a wake): the same upserts, without an invocation; `write`
+hands the `Projector` only the events it could not write (`overflow`). Writes are
 group-committed: invocations that arrive while a transaction is being written queue their
 records, and the next transaction writes all of them, so many agents' batches cost one
 commit. An invocation returns only once its records are committed. `rebuild` throws the
@@ -26,6 +26,7 @@ from schemas.catalog import ApiKey, EventBatch, PublishedSpec, RebuildReport
 from schemas.events import Event
 from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
 from services.durable import step_options
+from services.ingress import AsyncIngress
 from services.projection.catalog import Decided
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
@@ -34,6 +35,9 @@ T = TypeVar("T")
 log = logging.getLogger("teaspill.projection")
 Tell = Callable[[Mapping[str, int]], None]
 """Told, after each commit, every agent whose events it held and its newest seq there."""
+Overflow = Callable[[EventBatch], Awaitable[None]]
+"""Takes a batch the projection could not write to the `Projector`, which retries it on
+its own; returns once the batch is durable there."""
 
 
 @dataclass
@@ -66,9 +70,12 @@ class Projection:
     """The store of this process, opened on first use; one writer task commits what is
     queued, a group at a time."""
 
-    def __init__(self, path: Path, tell: Tell | None = None) -> None:
+    def __init__(
+        self, path: Path, tell: Tell | None = None, overflow: Overflow | None = None
+    ) -> None:
         self.path = path
         self._tell = tell
+        self._overflow = overflow
         self._store: ProjectionStore | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -98,7 +105,7 @@ class Projection:
         if not self._closed:
             self._enqueue(_Records(batch.events, statuses=decided(batch), done=None))
 
-    async def write(self, batch: EventBatch) -> None:
+    async def commit(self, batch: EventBatch) -> None:
         """Return once an agent's batch is committed. Events its offers already committed
         are not written again (the last one always is: it carries the status)."""
         if not batch.events:
@@ -107,6 +114,18 @@ class Projection:
         held = self._held.pop(last.agent, set())
         events = [*(e for e in rest if e.seq not in held), last]
         await self.record(events=events, statuses=decided(batch))
+
+    async def write(self, batch: EventBatch) -> None:
+        """A wake's last write: `commit`, or, if the batch cannot be committed and there
+        is an `overflow`, the batch handed to it, so the wake does not wait for the
+        projection to work again."""
+        try:
+            await self.commit(batch)
+        except Exception as error:
+            if self._overflow is None:
+                raise
+            log.warning("%s's events go to the Projector: %s", batch.events[-1].agent, error)
+            await self._overflow(batch)
 
     def _enqueue(self, records: _Records) -> None:
         self._queue.append(records)
@@ -217,6 +236,16 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def through_ingress(ingress: AsyncIngress) -> Overflow:
+    """An overflow that sends each batch to the `Projector` through Restate's ingress: one
+    way, keyed by its agent, so the batches of one agent are written in the order sent."""
+
+    async def hand_over(batch: EventBatch) -> None:
+        await ingress.send(PROJECT_EVENTS, batch, key=batch.events[-1].agent)
+
+    return hand_over
+
+
 def projector_service(
     projection: Projection, ingress_url: str, admin_url: str
 ) -> restate.VirtualObject:
@@ -228,7 +257,7 @@ def projector_service(
 
     @projector.handler(name=PROJECT_EVENTS.name)
     async def events(ctx: restate.ObjectContext, batch: EventBatch) -> None:
-        await projection.write(batch)
+        await projection.commit(batch)  # raises while it cannot: Restate retries it
 
     @projector.handler(name=PROJECT_SPEC.name)
     async def spec(ctx: restate.ObjectContext, published: PublishedSpec) -> None:

@@ -1,6 +1,6 @@
 """How a wake's events reach the projection: handed over as steps return and flushes
-happen, made sure of by the wake's last step, and sent to the `Projector` only when that
-step gives up."""
+happen, made sure of by the wake's last flush (a write that journals nothing), and sent to
+the `Projector` at every flush when the projection is not in this process."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from typing import Any
 
 import msgspec
 import pytest
-import restate
 
 from schemas.catalog import EventBatch
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store
-from services.agent.timeline import CHUNK_CHARS, CHUNK_EVENTS, PROJECTED, Timeline
+from services.agent.timeline import CHUNK_CHARS, CHUNK_EVENTS, Timeline
 from services.contracts import PROJECT_EVENTS
 
 pytestmark = pytest.mark.anyio
@@ -31,11 +30,9 @@ def anyio_backend() -> str:
 class Journal:
     """The parts of a Restate context a timeline uses, recording what it was asked."""
 
-    def __init__(self, *, projected_gives_up: bool = False) -> None:
+    def __init__(self) -> None:
         self.state: dict[str, Any] = {}
-        self.steps: list[str] = []
         self.sends: list[EventBatch] = []
-        self._gives_up = projected_gives_up
 
     def set(self, key: str, value: Any) -> None:
         self.state[key] = value
@@ -44,24 +41,19 @@ class Journal:
         assert (service, handler) == (PROJECT_EVENTS.service, PROJECT_EVENTS.name)
         self.sends.append(msgspec.json.decode(arg, type=EventBatch))
 
-    async def run_typed(
-        self, name: str, action: Callable[..., Awaitable[None]], _: object, *args: Any
-    ) -> None:
-        self.steps.append(name)
-        if self._gives_up:
-            raise restate.TerminalError("the projection is broken")
-        await action(*args)
-
 
 class Live:
-    def __init__(self) -> None:
+    def __init__(self, *, fails: bool = False) -> None:
         self.offered: list[EventBatch] = []
         self.written: list[EventBatch] = []
+        self._fails = fails
 
     def offer(self, batch: EventBatch) -> None:
         self.offered.append(batch)
 
     async def write(self, batch: EventBatch) -> None:
+        if self._fails:
+            raise OSError("neither the projection nor Restate's ingress took the batch")
         self.written.append(batch)
 
 
@@ -173,34 +165,36 @@ async def test_an_event_without_a_time_waits_and_so_do_the_ones_after_it() -> No
     assert times == [T, T + 2, T + 3]
 
 
-async def test_the_last_flush_writes_every_event_of_the_wake_in_one_step() -> None:
+async def test_the_last_flush_writes_every_event_of_the_wake_and_journals_only_the_chunk() -> None:
     journal, live = Journal(), Live()
     line = timeline(journal, live)
     await a_round(line)
     await line.flush("running", clock)
     line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
     await line.flush("idle", clock, last=True)
-    assert journal.steps == [PROJECTED]
     assert seqs(live.written) == [[1, 2, 3, 4, 5]]
     assert live.written[0].status == "idle"
     assert journal.sends == []
+    assert list(journal.state) == ["timeline.0"], "no step, no send: only the chunk"
     assert line.mark == TimelineMark(5, 1)
 
 
-async def test_when_the_last_step_gives_up_the_events_go_to_the_projector() -> None:
-    journal, live = Journal(projected_gives_up=True), Live()
+async def test_a_last_write_that_fails_fails_the_flush_and_sends_nothing() -> None:
+    """Neither the projection nor the `Projector` took the events: the wake's attempt
+    fails (Restate retries it, and the replay writes them again), with nothing sent."""
+    journal, live = Journal(), Live(fails=True)
     line = timeline(journal, live)
     await a_round(line)
-    await line.flush("idle", clock, last=True)
-    assert live.written == []
-    assert seqs(journal.sends) == [[1, 2, 3, 4]]
-    assert journal.sends[0].status == "idle"
+    with pytest.raises(OSError, match="neither the projection"):
+        await line.flush("idle", clock, last=True)
+    assert journal.sends == []
+    assert chunks(journal) == [[1, 2, 3, 4]], "the chunk is written before the projection"
 
 
 async def test_a_wake_that_adds_nothing_writes_nothing() -> None:
     journal, live = Journal(), Live()
     await timeline(journal, live).flush("idle", clock, last=True)
-    assert (journal.steps, journal.sends, journal.state, live.offered) == ([], [], {}, [])
+    assert (journal.sends, journal.state, live.offered, live.written) == ([], {}, [], [])
 
 
 async def test_without_a_projection_in_this_process_every_flush_is_sent() -> None:
@@ -211,4 +205,3 @@ async def test_without_a_projection_in_this_process_every_flush_is_sent() -> Non
     line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
     await line.flush("idle", clock, last=True)
     assert seqs(journal.sends) == [[1, 2, 3, 4], [5]]
-    assert journal.steps == []

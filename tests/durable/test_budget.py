@@ -12,7 +12,6 @@ import pytest
 from bench.rounds import bench_spec, turn_script
 from schemas.events import TurnEnded, WakeResult
 from schemas.wake import Message, WakeEnvelope
-from services.agent.timeline import PROJECTED
 from services.contracts import AGENT, PROJECTOR, WAKE
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack
@@ -27,10 +26,10 @@ PER_ROUND = {
 PER_WAKE = {
     "Command: Input": 1,
     "Command: Output": 1,
-    # the clock, read with the record (the turn's first events' time), and the last step,
-    # which makes sure the projection holds the wake's events
-    "Command: Run": 2,
-    "Notification: Run": 2,
+    # the clock, read with the record (the turn's first events' time); the wake's last
+    # write to the projection is not a step
+    "Command: Run": 1,
+    "Notification: Run": 1,
     # the wake's timeline chunk, running, the record (with its copy of the verbatim
     # history, where the turn's segment is kept until a fold moves past it)
     "Command: SetState": 3,
@@ -76,7 +75,7 @@ def test_a_round_journals_its_two_steps_and_nothing_else(
     assert counted == budget
     steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
     assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
-                     "tool calculator call_0", "model script r3", PROJECTED]  # fmt: skip
+                     "tool calculator call_0", "model script r3"]  # fmt: skip
     assert "Command: Call" not in counted, "a co-located model is a local step, not a call"
     assert "Command: OneWayCall" not in counted, "the projection is written in this process"
 

@@ -8,12 +8,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
+import msgspec
 import pytest
 
 from schemas.catalog import ApiKey, EventBatch, PublishedSpec
 from schemas.events import Event
 from schemas.spec import AgentSpec
-from services.projection.projector import Projection, ProjectionClosedError
+from services.ingress import AsyncIngress, IngressError
+from services.projection.projector import Projection, ProjectionClosedError, through_ingress
 from services.projection.store import ProjectionStore
 from tests.projection.test_store import T0, timeline
 
@@ -191,6 +194,62 @@ async def test_an_offer_to_a_closed_projection_is_dropped(tmp_path: Path) -> Non
     projection.offer(EventBatch(tuple(timeline("acme.a", 1)), "running"))
     with pytest.raises(ProjectionClosedError):
         await projection.write(EventBatch(tuple(timeline("acme.a", 1)), "running"))
+
+
+async def test_a_wakes_last_write_that_the_projection_cannot_take_goes_to_the_overflow(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whole, with the status it decides: the `Projector` writes it once the file works."""
+    (tmp_path / "not a directory").write_text("")
+    handed: list[EventBatch] = []
+
+    async def overflow(batch: EventBatch) -> None:
+        handed.append(batch)
+
+    projection = Projection(tmp_path / "not a directory" / "p.db", overflow=overflow)
+    events = tuple(timeline("acme.a", 1))
+    projection.offer(EventBatch(events[:1], "running"))
+    await projection.write(EventBatch(events, "idle"))
+    assert handed == [EventBatch(events, "idle")]
+    assert "acme.a's events go to the Projector" in caplog.text
+
+
+async def test_a_last_write_that_is_committed_is_not_handed_over(tmp_path: Path) -> None:
+    handed: list[EventBatch] = []
+
+    async def overflow(batch: EventBatch) -> None:
+        handed.append(batch)
+
+    projection = Projection(tmp_path / "p.db", overflow=overflow)
+    await projection.write(EventBatch(tuple(timeline("acme.a", 1)), "idle"))
+    await projection.close()
+    assert handed == []
+    assert len((await dump(tmp_path / "p.db"))["events"]) == 3
+
+
+async def test_through_ingress_sends_the_batch_one_way_to_its_agents_projector() -> None:
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(202, json={"invocationId": "inv_1", "status": "Accepted"})
+
+    ingress = AsyncIngress("http://ingress.test", transport=httpx.MockTransport(answer))
+    batch = EventBatch(tuple(timeline("acme.a", 1)), "idle")
+    await through_ingress(ingress)(batch)
+    await ingress.close()
+    assert [request.url.path for request in sent] == ["/Projector/acme.a/events/send"]
+    assert msgspec.json.decode(sent[0].content, type=EventBatch) == batch
+
+
+async def test_through_ingress_raises_when_restate_refuses() -> None:
+    """Then the wake's attempt fails and Restate retries it: its events are not lost."""
+    ingress = AsyncIngress(
+        "http://ingress.test", transport=httpx.MockTransport(lambda _: httpx.Response(503))
+    )
+    with pytest.raises(IngressError, match="503"):
+        await through_ingress(ingress)(EventBatch(tuple(timeline("acme.a", 1)), "idle"))
+    await ingress.close()
 
 
 async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_once(
