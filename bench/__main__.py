@@ -14,6 +14,7 @@ import secrets
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -42,6 +43,7 @@ from bench.sse import render as render_sse
 from bench.versus import compare, plain_table
 from bench.versus import render as render_versus
 from services.ingress import IngressError
+from services.projection.notify import RETRY_AFTER
 from services.settings import Settings
 from services.stack import (
     Endpoint,
@@ -242,6 +244,11 @@ def gateway(settings: Settings) -> Iterator[str]:
     part = Gateway(settings)
     try:
         part.start()
+        # The endpoint's notices of the warm-up found no gateway, and its notifier tries a
+        # gateway that did not answer again only RETRY_AFTER seconds later: until then
+        # followers get events at the gateway's poll interval, not as a running gateway
+        # gives them. Measure from when the notices flow.
+        time.sleep(RETRY_AFTER + 0.5)
         yield part.url
     finally:
         with _shielded():
