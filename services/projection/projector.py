@@ -36,8 +36,8 @@ log = logging.getLogger("teaspill.projection")
 Tell = Callable[[Mapping[str, int]], None]
 """Told, after each commit, every agent whose events it held and its newest seq there."""
 Overflow = Callable[[EventBatch], Awaitable[None]]
-"""Takes a batch the projection could not write to the `Projector`, which retries it on
-its own; returns once the batch is durable there."""
+"""Hands the `Projector` a batch the projection could not write (the `Projector` retries
+it on its own); returns once the batch is durable there."""
 
 
 @dataclass
