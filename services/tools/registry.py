@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +25,18 @@ UNKNOWN_OUTCOME = (
     "The process running this tool stopped before the tool finished, so it may or may not "
     "have taken effect. It was not run again."
 )
+
+
+log = logging.getLogger(__name__)
+
+
+def crashed(name: str) -> str:
+    """What the model reads when a tool raised something else than a `ToolError`: its
+    message may be a library's, so it goes to the log, not to the model."""
+    return (
+        f"The tool {name} failed with an unexpected error; it said nothing the model can "
+        "act on (the details are in the service's log)."
+    )
 
 
 class ToolRegistry:
@@ -69,8 +82,9 @@ class ToolRegistry:
             return _result(call, "ok", tool.call(call.arguments, context))
         except ToolError as error:
             return _result(call, "error", str(error))
-        except Exception as error:  # noqa: BLE001 - a tool's crash is reported to the model
-            return _result(call, "error", f"{call.name} failed: {type(error).__name__}: {error}")
+        except Exception:  # a tool's crash is reported to the model, its details logged
+            log.exception("The tool %s raised (call %s)", call.name, call.id)
+            return _result(call, "error", crashed(call.name))
 
 
 def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
