@@ -17,8 +17,8 @@ class EventBatch(msgspec.Struct, frozen=True):
     """Events one agent appended in one flush, in seq order."""
 
     events: tuple[Event, ...]
-    status: AgentState | None = None
-    """The agent's status once these events are recorded (None from older senders)."""
+    status: AgentState
+    """The agent's status once these events are recorded."""
 
 
 class PublishedSpec(msgspec.Struct, frozen=True):

@@ -1,8 +1,9 @@
 """What an agent keeps in its Restate object state between wakes.
 
 Three kinds of value, so that no write rewrites a growing value:
-- `AgentRecord`: bounded; read once at the start of a wake, written once at its end
-  (with it, a copy of the history segments not folded yet, bounded by the fold threshold);
+- `StoredAgent`: bounded; read once at the start of a wake, written once at its end: the
+  machine's `AgentRecord`, and beside it a copy of the history segments not folded yet
+  (bounded by the fold threshold);
 - `Chunk`: the events of one flush, written once and never rewritten;
 - `Segment`: the messages of one finished turn, written once as `history.{n}` and never
   rewritten; the record's `ContextState` says how many there are and which are folded.
@@ -12,19 +13,11 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.chat import ChatMessage
 from schemas.context import ContextState, Recent
 from schemas.events import Event, Outcome
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
 from schemas.wake import Message
-
-
-class History(msgspec.Struct, frozen=True):
-    """The messages of finished turns as one value: how agents stored them before history
-    segments. Read once, to be written again as the agent's first segment."""
-
-    messages: tuple[ChatMessage, ...] = ()
 
 
 class Ledger(msgspec.Struct, frozen=True):
@@ -76,11 +69,18 @@ class AgentRecord(msgspec.Struct, frozen=True):
     ledger: Ledger = Ledger()
     timeline: TimelineMark = TimelineMark()
     context: ContextState = ContextState()
+
+
+class StoredAgent(msgspec.Struct, frozen=True):
+    """The value of the `agent` key: the machine's record in a storage envelope that only
+    the store reads (the machine never sees `recent` or `finished`)."""
+
+    version: int
+    """The layout this value was written in (`services/agent/migrations.py`)."""
+    record: AgentRecord = AgentRecord()
     recent: Recent | None = None
     """A copy of the history segments the prompt shows verbatim (`context.folded` on), so
-    that a wake reads them with its record, in one state read. The store keeps it: the
-    records the machine is given and returns have none (None also in records written
-    before the copy moved here from its own key, `recent`)."""
+    that a wake reads them with its record, in one state read."""
     finished: str = ""
     """The invocation id of the last wake that ran a turn and returned. Such a wake leaves
     `running` naming it (clearing it would cost a journal entry per wake): a turn is

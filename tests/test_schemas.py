@@ -13,9 +13,8 @@ from schemas.address import InvalidAddressError, child_address, parse_address
 from schemas.events import ApprovalRefused, Event, StopRefused, TurnEnded, TurnStarted
 from schemas.export import HERE, PUBLISHED, render
 from schemas.model import ModelReply
-from schemas.state import AgentRecord, History
+from schemas.state import AgentRecord, StoredAgent
 from schemas.wake import Message, WakeEnvelope
-from services.agent.legacy import OldAnswered
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -72,14 +71,13 @@ OLD_PAYLOADS = [
         b'"body":{"type":"approval_answered","request_id":"t1r1-call_0","approve":true}}',
         Event,
     ),
-    (b'{"requests":["t1r1-call_0"]}', OldAnswered),
     (
         b'{"agent":"acme.bot","seq":2,"turn":1,"round":1,"at":"2026-11-30T00:00:00Z",'
         b'"body":{"type":"model_message","model":"smollm2","text":"hello"}}',
         Event,
     ),
     (b'{"turns":3,"timeline":{"last_seq":9,"chunks":2}}', AgentRecord),
-    (b'{"messages":[{"role":"user","content":"hi"}]}', History),
+    (b'{"version":1,"record":{"turns":3},"finished":"inv_1"}', StoredAgent),
     (b'{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}', ModelReply),
 ]
 

@@ -35,7 +35,7 @@ class Clock:
     def saw(self, *times: float) -> None:
         for at in times:
             if not at:
-                continue  # a reply from an older `Model` service carries no time
+                continue  # a result that carries no time (a workspace tool's, an unknown outcome)
             self.first = at if self.first is None else min(self.first, at)
             self.now = at if self.now is None else max(self.now, at)
 

@@ -66,8 +66,9 @@ def agent_object(
     async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
         address = _address(ctx.key())
         reader = Reader(ctx)
-        record = await reader.record()
-        running = await reader.running(record)
+        stored = await reader.stored()
+        record = stored.record
+        running = await reader.running(stored)
         if running:
             ctx.cancel_invocation(running)
             return StopAnswer(True, f"Stopping {address}'s running turn.")
@@ -80,7 +81,7 @@ def agent_object(
     @agent.handler(name=APPROVALS.name, kind="shared")
     async def approvals(ctx: restate.ObjectSharedContext) -> Approvals:
         _address(ctx.key())
-        record = await Reader(ctx).record()
+        record = (await Reader(ctx).stored()).record
         phase = record.turn.phase if record.turn is not None else None
         pending = phase.approval.request_id if isinstance(phase, AwaitingApproval) else None
         return Approvals(pending, record.answered)
@@ -89,9 +90,10 @@ def agent_object(
     async def get_status(ctx: restate.ObjectSharedContext) -> AgentStatus:
         address = _address(ctx.key())
         reader = Reader(ctx)
-        record = await reader.record()
-        mark = await reader.mark(record)
-        return status(address, record, mark, running=bool(await reader.running(record)))
+        stored = await reader.stored()
+        mark = await reader.mark(stored.record)
+        running = bool(await reader.running(stored))
+        return status(address, stored.record, mark, running=running)
 
     @agent.handler(name=TIMELINE.name, kind="shared")
     async def timeline(ctx: restate.ObjectSharedContext, query: TimelineQuery) -> TimelinePage:

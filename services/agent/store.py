@@ -1,8 +1,9 @@
 """The agent's object state: every key, and the only code that reads or writes them.
 
-- `agent`: the `AgentRecord`, read once at the start of a wake and written once at its
-  end, with a copy of the segments not folded yet (what the prompt shows verbatim) and
-  the id of the last wake that ran a turn;
+- `agent`: the `StoredAgent`, read once at the start of a wake and written once at its
+  end: the machine's `AgentRecord`, a copy of the segments not folded yet (what the
+  prompt shows verbatim) and the id of the last wake that ran a turn, in the layout
+  `migrations.VERSION` (an older one is brought forward as it is read);
 - `running`: the id of the wake that runs a turn now, or that ran the last one: set when a
   wake starts a turn, never cleared (the record names the last wake that returned), so a
   stop can cancel it;
@@ -10,10 +11,6 @@
   when it leaves the record's copy (a fold moves past it): while the prompt shows it
   verbatim, the copy is where it is kept, so a turn's messages are written once per wake,
   not twice;
-- `history`: the whole history as one value, as agents kept it before segments: read once
-  by the first wake that finds it, written again as segment 0 and cleared;
-- `recent`: the copy of the segments not folded yet, as agents kept it before it moved
-  into the record: never read, cleared by the first wake that writes the record;
 - `timeline.{n}`: chunk n of the timeline (a wake's events; see `timeline.py` for its
   bounds), written once and never again.
 
@@ -25,19 +22,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import restate
 
 from schemas.context import ContextState, Recent, Segment
 from schemas.events import Event
-from schemas.state import AgentRecord, Chunk, History, TimelineMark
-from services.agent import legacy
+from schemas.state import AgentRecord, Chunk, StoredAgent, TimelineMark
+from services.agent.migrations import VERSION, NewerStateError, load
 
 RECORD = "agent"
 RUNNING = "running"
-HISTORY = "history"
-RECENT = "recent"
 MAX_PAGE = 500
+RAW = restate.serde.BytesSerde()
 
 Readable = restate.ObjectSharedContext | restate.ObjectContext
 
@@ -56,13 +51,13 @@ class Reader:
     def __init__(self, ctx: Readable) -> None:
         self._ctx = ctx
 
-    async def record(self) -> AgentRecord:
-        return await self._ctx.get(RECORD, type_hint=AgentRecord) or AgentRecord()
+    async def stored(self) -> StoredAgent:
+        return decoded(await self._ctx.get(RECORD, serde=RAW))  # type: ignore[arg-type]
 
-    async def running(self, record: AgentRecord) -> str | None:
-        """The id of the wake running a turn now, if one is; `record` read before."""
+    async def running(self, stored: StoredAgent) -> str | None:
+        """The id of the wake running a turn now, if one is; `stored` read before."""
         running = await self._ctx.get(RUNNING, type_hint=str)
-        return running if running and running != record.finished else None
+        return running if running and running != stored.finished else None
 
     async def chunk(self, index: int) -> Chunk | None:
         return await self._ctx.get(chunk_key(index), type_hint=Chunk)
@@ -76,7 +71,7 @@ class Reader:
 
     async def page(self, after_seq: int, limit: int) -> tuple[tuple[Event, ...], int]:
         """Up to `limit` events after `after_seq`, and the newest seq."""
-        mark = await self.mark(await self.record())
+        mark = await self.mark((await self.stored()).record)
         wanted = min(limit, MAX_PAGE, max(mark.last_seq - after_seq, 0))
         events: list[Event] = []
         index = await self._chunk_of(after_seq + 1, mark.chunks) if wanted else mark.chunks
@@ -112,41 +107,27 @@ class Store(Reader):
         self._unkeyed: set[int] = set()
         """Segments that may have no key of their own: those of the copy read, and those
         added by this wake. `finish` writes the ones its copy no longer holds."""
-        self._stored = AgentRecord()
-        """The record as read, with its copy: what `finish` compares with."""
+        self._stored = StoredAgent(VERSION)
+        """The value as read, with its copy: what `finish` compares with."""
         self._running = ""
         """The id of this wake, once it has started a turn."""
-        self._legacy: list[str] = []
 
     async def record(self, *alongside: restate.RestateDurableFuture[Any]) -> AgentRecord:
-        """The record (without its copy of the recent segments, which the store keeps),
-        read together with `alongside`: one round trip. For an agent whose state predates
-        the record, the record built from the old keys."""
-        loaded = self._writer.get(RECORD, type_hint=AgentRecord)
+        """The machine's record (the store keeps the rest of the envelope), read together
+        with `alongside`: one round trip."""
+        loaded = self._writer.get(RECORD, serde=RAW)
         await restate.gather(*alongside, loaded)  # type: ignore[arg-type]
-        record = await loaded
-        if record is None:
-            record = await self._from_legacy()
-        elif record.recent is None and record.turns > 0:
-            self._legacy.append(RECENT)  # the copy's old key: the record holds it from now
-        self._stored = record
-        if (kept := record.recent) is not None:
+        self._stored = decoded(await loaded)
+        if (kept := self._stored.recent) is not None:
             self._segments.update(zip(kept.indices, kept.segments, strict=True))
             self._unkeyed.update(kept.indices)
-        return msgspec.structs.replace(record, recent=None)
-
-    async def _from_legacy(self) -> AgentRecord:
-        keys = set(await self._writer.state_keys()) & set(legacy.KEYS)
-        self._legacy = sorted(keys)
-        raw = restate.serde.BytesSerde()
-        values = {key: await self._writer.get(key, serde=raw) for key in self._legacy}  # type: ignore[arg-type]
-        return legacy.record_from({k: v for k, v in values.items() if v}) or AgentRecord()
+        return self._stored.record
 
     async def finish(self, record: AgentRecord) -> None:
         """Write the record, with the copy of the segments the prompt shows verbatim and
         the last wake that ran a turn, if any of them changed: the wake's end."""
         recent = await self._recent_copy(record.context)
-        stored = msgspec.structs.replace(record, recent=recent, finished=self._finished)
+        stored = StoredAgent(VERSION, record, recent, self._finished)
         held = set(recent.indices) if recent is not None else set()
         for index in sorted(self._unkeyed - held):  # leaving the copy: each to its own key
             self._writer.set(segment_key(index), self._segments[index])
@@ -154,9 +135,6 @@ class Store(Reader):
         if stored != self._stored:
             self._writer.set(RECORD, stored)
             self._stored = stored
-        for key in self._legacy:
-            self._writer.clear(key)
-        self._legacy = []
 
     async def _recent_copy(self, context: ContextState) -> Recent | None:
         """The copy as read, if it still holds what the prompt shows; else a new one. A
@@ -199,8 +177,8 @@ class Store(Reader):
 
     async def recent(self, context: ContextState) -> tuple[Segment, ...]:
         """The segments not folded yet: what the prompt shows verbatim (bounded by the
-        fold threshold, so a wake never reads the whole history). Usually all came with
-        the record; any missing (an agent from before the copy) are read at once."""
+        fold threshold, so a wake never reads the whole history). All came with the
+        record or were added by this wake; any that did not are read at once."""
         indices = range(context.folded, context.segments)
         reads = {
             i: self._writer.get(segment_key(i), type_hint=Segment)
@@ -231,9 +209,12 @@ class Store(Reader):
             low += 1
         return found
 
-    async def legacy(self) -> History | None:
-        """The one-value history of an agent from before segments, cleared once read."""
-        history = await self._writer.get(HISTORY, type_hint=History)
-        if history is not None:
-            self._writer.clear(HISTORY)
-        return history
+
+def decoded(raw: bytes | None) -> StoredAgent:
+    """The stored value (a new agent's when there is none), in the newest layout."""
+    if raw is None:
+        return StoredAgent(VERSION)
+    try:
+        return load(raw)
+    except NewerStateError as error:
+        raise restate.TerminalError(str(error), status_code=503) from error

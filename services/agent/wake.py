@@ -18,7 +18,6 @@ import restate
 
 from schemas.address import parse_address
 from schemas.catalog import SpecQuery
-from schemas.context import Segment
 from schemas.events import AgentStatus, WakeResult
 from schemas.harness import TurnState
 from schemas.state import AgentRecord, TimelineMark
@@ -70,9 +69,8 @@ class WakeDriver:
 
     async def run(self, wake: Wake) -> WakeResult:
         started = self._clock.read_step()
-        loaded = await self._store.record(started)  # the clock is read with the record
+        record = await self._store.record(started)  # the clock is read with the record
         self._clock.saw(await started)
-        record = await self._migrated(loaded)
         self._timeline = Timeline(
             self._ctx, self._store, self._address, record.timeline, self._observers, live=self._live
         )
@@ -100,18 +98,6 @@ class WakeDriver:
         return WakeResult(
             status(self._address, record, record.timeline, running=False), reply, note
         )
-
-    async def _migrated(self, record: AgentRecord) -> AgentRecord:
-        """An agent from before history segments: its one-value history becomes segment 0
-        (read once: a record with segments never looks for it)."""
-        if record.turns == 0 or record.context.segments > 0:
-            return record
-        legacy = await self._store.legacy()
-        if legacy is None or not legacy.messages:
-            return record
-        self._store.write_segment(0, Segment(record.turns, legacy.messages))
-        context = msgspec.structs.replace(record.context, segments=1)
-        return msgspec.structs.replace(record, context=context)
 
     async def _perform(self, effect: Effect, record: AgentRecord) -> Input | None:
         match effect:

@@ -202,7 +202,7 @@ class ProjectionClosedError(RuntimeError):
 
 def decided(batch: EventBatch) -> dict[str, Decided]:
     """The agent's status as the batch decides it, at its last event."""
-    if batch.status is None or not batch.events:
+    if not batch.events:
         return {}
     return {batch.events[-1].agent: Decided(batch.status, batch.events[-1].seq)}
 

@@ -22,7 +22,7 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.spec import AgentSpec, Limits
-from schemas.state import AgentRecord
+from schemas.state import StoredAgent
 from schemas.wake import Message, WakeEnvelope
 from services.agent.store import RECORD
 from services.contracts import AGENT, WAKE
@@ -30,7 +30,6 @@ from services.executor.scripted import script
 from services.harness.recall import RecallAnswer
 from services.stack.journal import Journal, RestateAdmin
 from tests.durable.conftest import LiveStack, eventually
-from tests.durable.test_upgrade import state
 from tests.fixtures.models import started_path
 
 pytestmark = pytest.mark.durable
@@ -103,12 +102,21 @@ def test_three_hundred_turns_fold_and_cost_the_same_per_round(
     assert_recall_returns_the_recorded_originals(stack, address, events, folds)
 
 
+def state(admin: RestateAdmin, address: str) -> dict[str, str]:
+    """The agent's object state, key by key, as Restate holds it."""
+    rows = admin.query(
+        "SELECT key, value_utf8 FROM state"  # noqa: S608 - an address the test made
+        f" WHERE service_name = '{AGENT}' AND service_key = '{address}'"
+    )
+    return {str(row["key"]): str(row["value_utf8"]) for row in rows}
+
+
 def assert_each_segment_is_kept_once(admin: RestateAdmin, address: str) -> None:
     """A segment the prompt shows verbatim is kept in the record's copy only; one a fold
     moved past has a key of its own."""
     kept = state(admin, address)
-    record = msgspec.json.decode(kept[RECORD], type=AgentRecord)
-    context, copy = record.context, record.recent
+    stored = msgspec.json.decode(kept[RECORD], type=StoredAgent)
+    context, copy = stored.record.context, stored.recent
     assert context.folded > 0
     keyed = sorted(int(key.removeprefix("history.")) for key in kept if key.startswith("history."))
     assert keyed == list(range(context.folded))
