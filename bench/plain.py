@@ -21,6 +21,7 @@ import restate
 from schemas.chat import ChatMessage, ToolCall
 from schemas.harness import ToolResult
 from schemas.model import ModelReply, ModelRequest
+from services.effects.ledger import MemoryLedger
 from services.executor.registry import ModelRegistry, default_models
 from services.lifespan import ASGIApp, with_shutdown
 from services.settings import settings
@@ -108,6 +109,6 @@ def _tool_message(result: ToolResult) -> ChatMessage:
 def create_app() -> ASGIApp:
     config = settings()
     models = default_models(config)
-    tools = load_tools(config.home, config.tool_modules)
+    tools = load_tools(config.home, config.tool_modules, MemoryLedger())  # calculator only
     app: ASGIApp = restate.app([plain_object(models, tools)])
     return with_shutdown(app, [lambda: asyncio.to_thread(models.close)])

@@ -43,6 +43,7 @@ from schemas.catalog import EventBatch
 from schemas.model import ModelReply, ModelRequest
 from schemas.wake import Message
 from services.agent.wake import WakeDriver
+from services.effects.ledger import MemoryLedger
 from services.executor.protocol import ModelExecutor, TextSink, discard
 from services.executor.registry import Entry, ModelRegistry, default_models
 from services.executor.runner import ModelRunner
@@ -162,7 +163,7 @@ Turn = Callable[[str, int, dict[str, bytes], str], Awaitable[str]]
 def _variants(
     settings: Settings, models: ModelRegistry, projection: Projection, rounds: int
 ) -> dict[str, Turn]:
-    tools = load_tools(settings.home, settings.tool_modules)
+    tools = load_tools(settings.home, settings.tool_modules, MemoryLedger())
     runner = ModelRunner(models)
     plain: Callable[..., Awaitable[Any]] = plain_object(models, tools).handlers[HANDLER].fn
 

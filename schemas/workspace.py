@@ -79,14 +79,6 @@ class WorkspaceReply(msgspec.Struct, frozen=True):
     """Files the call created or changed, in path order."""
 
 
-class Claim(msgspec.Struct, frozen=True):
-    """The effect ledger's answer: whether this is the first attempt for a key."""
-
-    first: bool
-    finished: WorkspaceReply | None = None
-    """The result of an earlier attempt that finished, if one did."""
-
-
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -17,6 +17,8 @@ import restate
 from services.agent.object import agent_object
 from services.agent.observers import load_observers
 from services.config import check
+from services.effects.ledger import RestateLedger
+from services.effects.object import effects_object
 from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
@@ -29,7 +31,6 @@ from services.projection.projector import Projection, Tell, projector_service, t
 from services.settings import Settings, settings
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
-from services.workspace.effects import EffectLedger, effects_object
 from services.workspace.service import workspace_service
 from services.workspace.tools import WorkspaceHost
 
@@ -55,7 +56,9 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         config.home / "projection.db", _notifier(config, closers), through_ingress(ingress)
     )
     offer = deployment_offer(config)
-    tools = load_tools(config.home, config.tool_modules)
+    ledger = RestateLedger(config.ingress_url)
+    closers.append(lambda: asyncio.to_thread(ledger.close))
+    tools = load_tools(config.home, config.tool_modules, ledger)
     services += [
         agent_object(tools, load_observers(config.observer_modules), model, offer, live=projection),
         offer_specs(offer),
@@ -75,10 +78,10 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     services.append(model_service(runner))
     closers.append(lambda: asyncio.to_thread(runner.close))
     closers.append(client.aclose)
-    ledger = EffectLedger(config.ingress_url, client)
+    ledger = RestateLedger(config.ingress_url)
+    closers.append(lambda: asyncio.to_thread(ledger.close))
     services += [workspace_service(WorkspaceHost(config.home, config.bwrap), ledger)]
     services += [effects_object()]
-    closers.append(ledger.close)
     return runner
 
 

@@ -24,6 +24,7 @@ from schemas.catalog import (
     SpecQuery,
     SpecVersions,
 )
+from schemas.effects import Claim, Finished
 from schemas.events import (
     AgentStatus,
     Approvals,
@@ -35,7 +36,7 @@ from schemas.events import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import AgentSpec
 from schemas.wake import WakeEnvelope
-from schemas.workspace import Claim, WorkspaceCall, WorkspaceReply
+from schemas.workspace import WorkspaceCall, WorkspaceReply
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -96,6 +97,6 @@ REBUILD_KEY = "all"
 GENERATE = Handler(MODEL, "generate", ModelRequest, ModelReply, keyed=False)
 
 WORKSPACE_CALL = Handler(WORKSPACE, "call", WorkspaceCall, WorkspaceReply, keyed=False)
-CLAIM = Handler(EFFECTS, "claim", Empty, Claim)
-"""Keyed by the hash of an idempotency key: the first claim is the one that may act."""
-FINISH = Handler(EFFECTS, "finish", WorkspaceReply, Empty)
+BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
+"""Keyed by the digest of an idempotency key: the first begin is the one that may act."""
+FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)

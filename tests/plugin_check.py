@@ -13,6 +13,7 @@ from pathlib import Path
 from schemas.chat import ChatMessage
 from schemas.model import ModelRequest
 from services.agent.observers import load_observers
+from services.effects.ledger import MemoryLedger
 from services.executor.registry import default_models
 from services.settings import load_settings
 from services.tools.registry import load_tools
@@ -24,7 +25,7 @@ def check(module: str) -> list[str]:
     said: list[str] = []
     if hasattr(loaded, "TOOLS"):
         with tempfile.TemporaryDirectory() as home:
-            names = [d.name for d in load_tools(Path(home), [module]).definitions()]
+            names = [d.name for d in load_tools(Path(home), [module], MemoryLedger()).definitions()]
         said.append(f"tools: {', '.join(names)}")
     if hasattr(loaded, "OBSERVERS"):
         said.append(f"{len(load_observers([module]))} observers")

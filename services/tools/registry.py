@@ -10,11 +10,12 @@ from pathlib import Path
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
+from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
 from services.config import plugin
+from services.effects.ledger import EffectLedger
 from services.tools.base import Tool, ToolContext, ToolError
 from services.tools.builtin import BUILTIN_TOOLS
-from services.tools.effects import EffectLedger
 
 RESULT_LIMIT = 2_000_000
 """Tool results are kept up to this many characters (cut with a marker beyond). What the
@@ -40,10 +41,12 @@ def crashed(name: str) -> str:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool], home: Path) -> None:
+    def __init__(self, tools: Iterable[Tool], home: Path, ledger: EffectLedger) -> None:
+        """`ledger` makes each call of a tool with `effects` happen at most once per
+        idempotency key (`services/effects`)."""
         self._tools = {tool.definition.name: tool for tool in tools}
         self._home = home
-        self._ledger = EffectLedger(home / "effects.db")
+        self._ledger = ledger
 
     def definitions(self) -> tuple[ToolDefinition, ...]:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
@@ -68,13 +71,13 @@ class ToolRegistry:
             return _result(call, "error", f"No tool named {call.name!r} is installed.")
         if not tool.effects:
             return self._call(tool, call, ToolContext(agent, key, self._home))
-        prior = self._ledger.begin(key)
-        if prior is not None:
-            if prior.state == "started":
+        claim = self._ledger.begin(key)
+        if not claim.first:
+            if claim.finished is None:
                 return _result(call, "unknown", UNKNOWN_OUTCOME)
-            return _result(call, "ok" if prior.status == "ok" else "error", prior.content or "")
+            return claim.finished.result
         result = self._call(tool, call, ToolContext(agent, key, self._home))
-        self._ledger.finish(key, result.status, result.content)
+        self._ledger.finish(key, Finished(result))
         return result
 
     def _call(self, tool: Tool, call: ToolCall, context: ToolContext) -> ToolResult:
@@ -94,9 +97,9 @@ def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, status=status, content=content)
 
 
-def load_tools(home: Path, modules: Iterable[str] = ()) -> ToolRegistry:
+def load_tools(home: Path, modules: Iterable[str], ledger: EffectLedger) -> ToolRegistry:
     """The built-in tools plus the `TOOLS` list of each named module."""
     tools: list[Tool] = list(BUILTIN_TOOLS)
     for name in modules:
         tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
-    return ToolRegistry(tools, home)
+    return ToolRegistry(tools, home, ledger)

@@ -1,8 +1,10 @@
 """The `Workspace` service: the execution plane's workspace tools, served over Restate.
 
-A call is one journaled step. A command's step claims its idempotency key in the effect
-ledger first, so a command interrupted by a crash is never run again; its retry answers
-with an unknown outcome. A cancelled call (a stop) kills the command's process tree.
+A call is one journaled step. A command's step begins its idempotency key in the effect
+ledger (`services/effects`) first and records its reply before it returns, so a command
+interrupted by a crash is never run again (its retry answers with an unknown outcome), and
+a retry of one that finished gets the recorded reply. A cancelled call (a stop) kills the
+command's process tree.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from datetime import timedelta
 
 import restate
 
+from schemas.effects import Finished
 from schemas.workspace import WorkspaceCall, WorkspaceReply
-from services.contracts import FINISH, WORKSPACE, WORKSPACE_CALL
-from services.durable import send, step_options
-from services.workspace.effects import EffectLedger, ledger_key
+from services.contracts import WORKSPACE, WORKSPACE_CALL
+from services.durable import step_options
+from services.effects.ledger import EffectLedger
 from services.workspace.tools import WorkspaceHost, unknown
 
 CALL_TIMEOUT = timedelta(minutes=15)
@@ -39,11 +42,18 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
             return cancelled.is_set() or attempt.is_set()
 
         async def step() -> WorkspaceReply:
-            if request.call.name == "run_command":
-                claim = await ledger.claim(request.idempotency_key)
-                if not claim.first:
-                    return claim.finished or unknown(request)
-            return await host.perform(request, stopped)
+            if request.call.name != "run_command":
+                return await host.perform(request, stopped)
+            key = request.idempotency_key
+            claim = await asyncio.to_thread(ledger.begin, key)
+            if not claim.first:
+                done = claim.finished
+                if done is None:
+                    return unknown(request)
+                return WorkspaceReply(done.result, done.artifacts)
+            reply = await host.perform(request, stopped)
+            await asyncio.to_thread(ledger.finish, key, Finished(reply.result, reply.artifacts))
+            return reply
 
         # The call runs as a step so that this handler awaits a Restate future: only then
         # does it see a cancellation, and can kill the command.
@@ -52,9 +62,6 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
         except restate.TerminalError:
             cancelled.set()
             raise
-        if request.call.name == "run_command":
-            key = ledger_key(request.idempotency_key)
-            send(ctx, FINISH, reply, key=key)
         return reply
 
     return service

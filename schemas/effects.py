@@ -1,0 +1,32 @@
+"""What the effect ledger keeps for a side-effecting call: started, and once finished,
+its result."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.harness import ToolResult
+from schemas.workspace import Artifact
+
+
+class Finished(msgspec.Struct, frozen=True):
+    """A side-effecting call's result, as a retry gets it back."""
+
+    result: ToolResult
+    artifacts: tuple[Artifact, ...] = ()
+    """Files the call created or changed (workspace commands)."""
+
+
+class Effect(msgspec.Struct, frozen=True):
+    """One key's entry: present once the call started; `finished` once it returned."""
+
+    finished: Finished | None = None
+
+
+class Claim(msgspec.Struct, frozen=True):
+    """The ledger's answer to `begin`: whether this attempt is the first for its key."""
+
+    first: bool
+    finished: Finished | None = None
+    """The result of an earlier attempt that finished, if one did; None with `first`
+    False means an earlier attempt started and was interrupted: its outcome is unknown."""
