@@ -24,6 +24,9 @@ class TurnStarted(msgspec.Struct, frozen=True, tag="turn_started"):
     spec_kind: str
     spec_version: int
     parent: str | None = None
+    message_id: str = ""
+    """The id the sender gave the message that started the turn (`Message.id`); empty
+    when it gave none."""
 
 
 class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):

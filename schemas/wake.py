@@ -34,6 +34,9 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     """Set when a parent spawned this agent; the turn's end is reported there."""
     depth: int = 0
     """0 for agents addressed from outside, parent's depth + 1 for children."""
+    id: str = ""
+    """The sender's id for this message, carried on the `turn_started` it starts, so the
+    sender finds its turn without comparing texts (two equal messages are two turns)."""
 
 
 class ChildFinished(msgspec.Struct, frozen=True, tag="child_finished"):

@@ -231,7 +231,9 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
     turn = TurnState(number, spec, (user,), parent=message.parent, depth=message.depth)
-    started = Emit(number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent),))
+    started = Emit(
+        number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent, message.id),)
+    )
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
     return Reaction(begun, (started, Drive(turn)))
 
@@ -245,7 +247,9 @@ def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: boo
     spec = AgentSpec(kind=message.kind or "", instructions="")
     number = record.turns + 1
     turn = TurnState(number, spec, (ChatMessage(role="user", content=message.text),))
-    started = Emit(number, 0, (TurnStarted(message.text, spec.kind, spec.version),))
+    started = Emit(
+        number, 0, (TurnStarted(message.text, spec.kind, spec.version, None, message.id),)
+    )
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
     ended = _end(address, begun, turn, "failed", reason)
     return _then(Reaction(begun, (started,)), _then(ended, _next(address, ended.record)))
