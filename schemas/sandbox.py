@@ -11,7 +11,9 @@ import msgspec
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=600)]
 """Up to 10 minutes: the `Workspace` service's timeout is above the longest command."""
-LimitName = Literal["wall time", "cpu time", "memory", "processes", "output", "quota"]
+LimitName = Literal[
+    "wall time", "cpu time", "memory", "processes", "output", "quota", "disk reserve"
+]
 
 
 class CommandLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -39,3 +41,48 @@ class WorkspaceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     lend_to_children: bool = False
     """Whether children this agent spawns see its workspace, read-only, at /parent."""
     limits: CommandLimits = CommandLimits()
+
+
+class Ceilings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The operator's ceilings on what a spec's workspace may ask for; a spec above one is
+    refused when it is published (and a command above one is refused when it runs)."""
+
+    quota_mb: int = 1024
+    wall_seconds: float = 600
+    cpu_seconds: float = 300
+    memory_mb: int = 2048
+    processes: int = 256
+    output_bytes: int = 100_000_000
+
+
+class SandboxPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the operator allows workspaces: who may have the network, and the ceilings."""
+
+    network_tenants: frozenset[str] = frozenset()
+    """Tenants whose specs may turn `workspace.network` on."""
+    ceilings: Ceilings = Ceilings()
+
+
+def workspace_refusal(workspace: WorkspaceSettings, tenant: str, policy: SandboxPolicy) -> str:
+    """Why the operator's policy refuses `workspace` for `tenant`; empty when it does not."""
+    if workspace.network and tenant not in policy.network_tenants:
+        return (
+            f"field 'workspace.network' is true, but the operator has not granted the network "
+            f"to tenant {tenant!r}: commands of its agents run without it. Leave "
+            "workspace.network out, or ask the operator to add the tenant to "
+            "TEASPILL_NETWORK_TENANTS."
+        )
+    ceilings = policy.ceilings
+    asked = [("quota_mb", workspace.quota_mb, ceilings.quota_mb)]
+    limits = workspace.limits
+    asked += [
+        (f"limits.{name}", getattr(limits, name), getattr(ceilings, name))
+        for name in ("wall_seconds", "cpu_seconds", "memory_mb", "processes", "output_bytes")
+    ]
+    for name, value, ceiling in asked:
+        if value > ceiling:
+            return (
+                f"field 'workspace.{name}' is {value:g}, above this deployment's ceiling of "
+                f"{ceiling:g} (TEASPILL_WORKSPACE_MAX_{name.split('.')[-1].upper()})."
+            )
+    return ""

@@ -25,10 +25,11 @@ from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
-from services.offer import deployment_offer
+from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
 from services.settings import Settings, settings
+from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
@@ -80,7 +81,14 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     closers.append(client.aclose)
     ledger = RestateLedger(config.ingress_url)
     closers.append(lambda: asyncio.to_thread(ledger.close))
-    services += [workspace_service(WorkspaceHost(config.home, config.bwrap), ledger)]
+    host = WorkspaceHost(
+        config.home,
+        config.bwrap,
+        sandbox_policy(config),
+        tmp_mb=config.sandbox_tmp_mb,
+        reserve_mb=config.disk_reserve_mb,
+    )
+    services += [workspace_service(host, ledger)]
     services += [effects_object()]
     return runner
 
@@ -88,7 +96,8 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
     """With both planes in one process, the agent runs model steps as local journaled
     steps (no invocation of the `Model` service); the service is still served, for a
-    control plane deployed elsewhere. Refuses to build (a `ConfigError` sentence) when a
+    control plane deployed elsewhere. Serves only requests restate-server signed
+    (`services.stack.identity`). Refuses to build (a `ConfigError` sentence) when a
     setting, a plugin module or the model file is wrong, so a bad deployment stops at start
     instead of failing turns."""
     check(settings(), control=control, execution=execution)
@@ -97,5 +106,5 @@ def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
     runner = _execution(services, closers) if execution else None
     if control:
         _control(services, closers, runner)
-    restate_app: ASGIApp = restate.app(services)
+    restate_app: ASGIApp = restate.app(services, identity_keys=accepted_keys(settings()))
     return with_shutdown(restate_app, closers)

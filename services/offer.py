@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 
+from schemas.sandbox import Ceilings, SandboxPolicy
 from schemas.workspace import WORKSPACE_TOOL_NAMES
 from services.executor.registry import default_models
 from services.settings import Settings
@@ -21,4 +22,18 @@ def deployment_offer(settings: Settings) -> Offer:
         models=tuple(sorted(models.names())),
         tools=tuple(sorted(tools)),
         problem=models.problem or "",
+        sandbox=sandbox_policy(settings),
     )
+
+
+def sandbox_policy(settings: Settings) -> SandboxPolicy:
+    """The operator's grants and ceilings for workspaces, from the settings."""
+    ceilings = Ceilings(
+        quota_mb=settings.workspace_max_quota_mb,
+        wall_seconds=settings.workspace_max_wall_seconds,
+        cpu_seconds=settings.workspace_max_cpu_seconds,
+        memory_mb=settings.workspace_max_memory_mb,
+        processes=settings.workspace_max_processes,
+        output_bytes=settings.workspace_max_output_bytes,
+    )
+    return SandboxPolicy(frozenset(settings.network_tenants), ceilings)

@@ -108,9 +108,61 @@ class Settings(BaseSettings):
         default=(),
         description="Extra modules whose `MODELS` mapping is added to the model registry.",
     )
+    network_tenants: Modules = Field(
+        default=(),
+        description="Tenants whose specs may turn `workspace.network` on; a spec asking for "
+        "it for any other tenant is refused when it is published.",
+    )
+    network_allow: Modules = Field(
+        default=(),
+        description="Exceptions to the sandbox's blocked ranges (loopback, link-local, "
+        "private): addresses or CIDRs (`10.1.2.0/24`), or address:port (`10.1.2.3:443`, "
+        "`[fd00::1]:80`), reachable from a workspace with network.",
+    )
+    workspace_max_quota_mb: int = Field(
+        default=1024, ge=256, description="Ceiling on a spec's `workspace.quota_mb`."
+    )
+    workspace_max_wall_seconds: float = Field(
+        default=600, ge=60, le=600, description="Ceiling on `workspace.limits.wall_seconds`."
+    )
+    workspace_max_cpu_seconds: float = Field(
+        default=300, ge=30, le=600, description="Ceiling on `workspace.limits.cpu_seconds`."
+    )
+    workspace_max_memory_mb: int = Field(
+        default=2048, ge=512, description="Ceiling on `workspace.limits.memory_mb`."
+    )
+    workspace_max_processes: int = Field(
+        default=256, ge=64, description="Ceiling on `workspace.limits.processes`."
+    )
+    workspace_max_output_bytes: int = Field(
+        default=100_000_000,
+        ge=1_000_000,
+        description="Ceiling on `workspace.limits.output_bytes`.",
+    )
+    sandbox_tmp_mb: int = Field(
+        default=64, ge=1, description="Size of a command's /tmp, and of its /dev/shm."
+    )
+    disk_reserve_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="Free space the disk holding the home keeps: below it commands are refused.",
+    )
+    identity_keys: Modules = Field(
+        default=(),
+        description="Public keys (`publickeyv1_...`) whose signature the service endpoint "
+        "accepts on a request; empty: the key pair in the home (`identity/`), made on first "
+        "start, which the stack gives restate-server. Unsigned requests are refused.",
+    )
 
     @field_validator(
-        "tool_modules", "observer_modules", "model_modules", "local_only_tenants", mode="before"
+        "tool_modules",
+        "observer_modules",
+        "model_modules",
+        "local_only_tenants",
+        "identity_keys",
+        "network_tenants",
+        "network_allow",
+        mode="before",
     )
     @classmethod
     def _module_list(cls, value: Any) -> Any:

@@ -10,6 +10,7 @@ offer is known, models and tools it does not have.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -20,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from schemas.sandbox import SandboxPolicy, workspace_refusal
 from schemas.spec import (
     KIND_PATTERN,
     LIMIT_BOUNDS,
@@ -47,6 +49,8 @@ class Offer:
     tools: tuple[str, ...]
     problem: str = ""
     """Why some models are missing (a models file that cannot be used), or empty."""
+    sandbox: SandboxPolicy = dataclasses.field(default_factory=SandboxPolicy)
+    """Who may have the network in a workspace, and the ceilings on its limits."""
 
 
 def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
@@ -58,8 +62,11 @@ def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
     return parse_spec(_parse(path, text), f"The spec file {path}", offer)
 
 
-def parse_spec(raw: object, source: str, offer: Offer | None = None) -> AgentSpec:
-    """Decode and check a spec from plain data (a JSON or TOML document)."""
+def parse_spec(
+    raw: object, source: str, offer: Offer | None = None, tenant: str | None = None
+) -> AgentSpec:
+    """Decode and check a spec from plain data (a JSON or TOML document); with an offer
+    and the tenant, the workspace is checked against the operator's policy too."""
     if not isinstance(raw, dict):
         raise SpecError(source, "a spec must be an object (a table) of fields, such as kind.")
     _known_fields(raw, AgentSpec, "", source)
@@ -76,12 +83,15 @@ def parse_spec(raw: object, source: str, offer: Offer | None = None) -> AgentSpe
         _known_fields(limits, Limits, "limits.", source)
         _limits_in_bounds(limits, source)
     spec = _convert(raw, source)
-    check_spec(spec, source, offer)
+    check_spec(spec, source, offer, tenant)
     return spec
 
 
-def check_spec(spec: AgentSpec, source: str, offer: Offer | None = None) -> None:
-    """The checks a decoded spec still needs: its kind, sizes, bounds and names."""
+def check_spec(
+    spec: AgentSpec, source: str, offer: Offer | None = None, tenant: str | None = None
+) -> None:
+    """The checks a decoded spec still needs: its kind, sizes, bounds and names, and (with
+    an offer and the tenant) the operator's workspace policy."""
     if not re.fullmatch(KIND_PATTERN, spec.kind):
         raise SpecError(
             source, f"field 'kind' ({spec.kind!r}) must be 1 to 48 of A-Z a-z 0-9 - _.", "kind"
@@ -96,6 +106,9 @@ def check_spec(spec: AgentSpec, source: str, offer: Offer | None = None) -> None
     _limits_in_bounds(msgspec.structs.asdict(spec.limits), source)
     if offer is not None:
         _offered(spec, offer, source)
+        refused = workspace_refusal(spec.workspace, tenant, offer.sandbox) if tenant else ""
+        if refused:
+            raise SpecError(source, refused, "workspace")
 
 
 def _known_fields(

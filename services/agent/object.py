@@ -58,7 +58,7 @@ def agent_object(
     async def wake(ctx: restate.ObjectContext, raw: bytes) -> WakeResult:
         address = _address(ctx.key())
         envelope = _decode(raw)
-        _check_inline(envelope, offer)
+        _check_inline(envelope, offer, address)
         driver = WakeDriver(ctx, address, tools, observers or [], model, live=live)
         return await driver.run(envelope.wake)
 
@@ -108,13 +108,13 @@ def agent_object(
     return agent
 
 
-def _check_inline(envelope: WakeEnvelope, offer: Offer | None) -> None:
+def _check_inline(envelope: WakeEnvelope, offer: Offer | None, address: str) -> None:
     """A spec sent with a message is checked like a published one before anything
     happens (a child's spec is its parent's, checked already)."""
     wake = envelope.wake
     if isinstance(wake, Message) and wake.spec is not None and wake.parent is None:
         try:
-            check_spec(wake.spec, "The message's spec", offer)
+            check_spec(wake.spec, "The message's spec", offer, parse_address(address).tenant)
         except SpecError as error:
             raise restate.TerminalError(str(error), status_code=422) from error
 

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from services.settings import Settings
+from services.stack.identity import private_key_file
 from services.stack.process import Part, StackError, answers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,8 +55,12 @@ def _executable(path: Path) -> bool:
 
 
 def restate_env(settings: Settings) -> dict[str, str]:
-    """Per-run overrides of restate.toml (environment variables win over the file)."""
+    """Per-run overrides of restate.toml (environment variables win over the file); the
+    request identity key is made in the home when it is missing."""
     return {
+        "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE": str(
+            private_key_file(settings.home)
+        ),
         "RESTATE_BASE_DIR": str((settings.home / "restate").absolute()),
         "RESTATE_BIND_PORT": str(settings.node_port),
         "RESTATE_INGRESS__BIND_PORT": str(settings.ingress_port),

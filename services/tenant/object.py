@@ -57,7 +57,7 @@ def offer_specs(offer: Offer) -> restate.VirtualObject:
 
 @tenant.handler(name=PUBLISH.name, input_serde=restate.serde.BytesSerde())
 async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
-    spec = _checked(raw)
+    spec = _checked(raw, ctx.key())
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
     versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
     published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
@@ -66,10 +66,12 @@ async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
     return published
 
 
-def _checked(raw: bytes) -> AgentSpec:
-    """The same checks as the CLI's and the gateway's, with the names this deployment has."""
+def _checked(raw: bytes, tenant: str) -> AgentSpec:
+    """The same checks as the CLI's and the gateway's, with the names this deployment has
+    and the operator's workspace policy for the tenant."""
+    offer = OFFER[0] if OFFER else None
     try:
-        return parse_spec(msgspec.json.decode(raw), "The published spec", *OFFER[:1])
+        return parse_spec(msgspec.json.decode(raw), "The published spec", offer, tenant)
     except msgspec.DecodeError as error:
         raise restate.TerminalError(
             f"The published spec is not valid JSON: {error}.", 400

@@ -66,6 +66,23 @@ class Mounts:
     """The workspace's owner: the command runs as this uid when the service is root."""
     parent: Path | None = None
     network: bool = False
+    tmp_bytes: int = 64 * 2**20
+    """The size of /tmp, and of /dev/shm: each a tmpfs of its own."""
+
+
+@dataclass(frozen=True)
+class DiskFloor:
+    """The disk that holds the workspaces, and the free bytes it keeps: a command that
+    brings it below is killed."""
+
+    path: Path
+    reserve_bytes: int
+
+    def free(self) -> int:
+        return shutil.disk_usage(self.path).free
+
+    def reached(self) -> bool:
+        return self.free() <= self.reserve_bytes
 
 
 def bwrap_argv(
@@ -83,7 +100,10 @@ def bwrap_argv(
             argv += ["--symlink", str(Path(link).readlink()), link]
         elif Path(link).is_dir():
             argv += ["--ro-bind", link, link]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - its own
+    size = str(mounts.tmp_bytes)
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/dev/shm", "/tmp"):  # noqa: S108 - the sandbox's own, size-bounded
+        argv += ["--perms", "1777", "--size", size, "--tmpfs", tmp]
     argv += ["--bind", str(mounts.workspace), "/workspace"]
     if mounts.parent is not None:
         argv += ["--ro-bind", str(mounts.parent), "/parent"]
@@ -130,6 +150,7 @@ async def run_sandboxed(
     limits: CommandLimits,
     file_bytes: int,
     stopped: Callable[[], bool],
+    floor: DiskFloor | None = None,
 ) -> Outcome:
     """Run `command`; never raises for the command's own failures. Raises
     `SandboxUnavailableError` when bwrap could not start the sandbox."""
@@ -153,7 +174,7 @@ async def run_sandboxed(
     finally:
         os.close(write_status)
     try:
-        outcome = await _Supervisor(process, limits, stopped).run()
+        outcome = await _Supervisor(process, limits, stopped, floor).run()
     finally:
         status = await asyncio.to_thread(_read_all, read_status)
     return _checked(outcome, status)
@@ -199,10 +220,12 @@ class _Supervisor:
         process: asyncio.subprocess.Process,
         limits: CommandLimits,
         stopped: Callable[[], bool],
+        floor: DiskFloor | None = None,
     ) -> None:
         self._process = process
         self._limits = limits
         self._stopped = stopped
+        self._floor = floor
         self._outcome = Outcome()
 
     async def run(self) -> Outcome:
@@ -268,7 +291,10 @@ class _Supervisor:
         return self._process.returncode is not None
 
     def _sample(self) -> LimitName | None:
-        """Sum the tree's processes, memory and CPU; the limit passed, if any."""
+        """Sum the tree's processes, memory and CPU, and look at the disk's free space; the
+        limit passed, if any."""
+        if self._floor is not None and self._floor.reached():
+            return "disk reserve"
         try:
             children = psutil.Process(self._process.pid).children(recursive=True)
         except psutil.Error:

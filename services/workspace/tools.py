@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.address import parse_address
 from schemas.harness import ToolResult, ToolStatus
-from schemas.sandbox import CommandLimits, LimitName
+from schemas.sandbox import CommandLimits, LimitName, SandboxPolicy, workspace_refusal
 from schemas.workspace import Artifact, WorkspaceCall, WorkspaceReply
 from services.workspace import files
 from services.workspace.artifacts import store_file
 from services.workspace.files import Workspace, WorkspaceError
 from services.workspace.sandbox import (
+    DiskFloor,
     Mounts,
     Outcome,
     SandboxUnavailableError,
@@ -36,6 +38,7 @@ LIMIT_UNITS: dict[LimitName, Callable[[CommandLimits], str]] = {
     "processes": lambda limits: f"{limits.processes} processes",
     "output": lambda limits: f"{limits.output_bytes} bytes",
     "quota": lambda _limits: "the workspace quota",
+    "disk reserve": lambda _limits: "the free space the disk keeps",
 }
 
 
@@ -55,6 +58,13 @@ class WorkspaceHost:
     home: Path
     bwrap: str
     """The bwrap setting: a name on PATH or a path."""
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """Checked again on every call: a spec published before the operator lowered a
+    ceiling or took a grant back runs under today's policy."""
+    tmp_mb: int = 64
+    """The size of a command's /tmp and of its /dev/shm."""
+    reserve_mb: int = 1024
+    """Free space the disk holding the home keeps: below it commands are refused."""
 
     @property
     def store(self) -> Path:
@@ -62,6 +72,9 @@ class WorkspaceHost:
 
     async def perform(self, call: WorkspaceCall, stopped: Callable[[], bool]) -> WorkspaceReply:
         """Run one workspace call; never raises for the call's own failures."""
+        refused = workspace_refusal(call.settings, parse_address(call.agent).tenant, self.policy)
+        if refused:
+            return WorkspaceReply(result(call, "error", f"The agent's spec is refused: {refused}"))
         quota = call.settings.quota_mb * 2**20
         workspace = files.open_workspace(self.home, call.agent, quota)
         try:
@@ -104,12 +117,26 @@ class WorkspaceHost:
         stopped: Callable[[], bool],
     ) -> WorkspaceReply:
         bwrap = find_bwrap(self.bwrap)
-        mounts = Mounts(workspace.root, workspace.uid, self._lent(call), call.settings.network)
+        floor = DiskFloor(self.home, self.reserve_mb * 2**20)
+        spare = floor.free() - floor.reserve_bytes
+        if spare <= 0:
+            raise WorkspaceError(
+                f"Commands are refused for now: the disk that holds the workspaces has "
+                f"{floor.free() // 2**20} MB free, at or below the {self.reserve_mb} MB it "
+                "keeps in reserve (TEASPILL_DISK_RESERVE_MB). Remove files to make room."
+            )
+        mounts = Mounts(
+            workspace.root,
+            workspace.uid,
+            self._lent(call),
+            call.settings.network,
+            tmp_bytes=self.tmp_mb * 2**20,
+        )
         before = await asyncio.to_thread(files.snapshot, workspace.root)
-        room = max(workspace.quota_bytes - sum(e.size for e in before.values()), 1)
+        room = max(min(workspace.quota_bytes - sum(e.size for e in before.values()), spare), 1)
         limits = call.settings.limits
         outcome = await run_sandboxed(
-            mounts, bwrap, command, limits=limits, file_bytes=room, stopped=stopped
+            mounts, bwrap, command, limits=limits, file_bytes=room, stopped=stopped, floor=floor
         )
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
@@ -117,7 +144,8 @@ class WorkspaceHost:
         if outcome.limit is None and used > workspace.quota_bytes:
             outcome.limit = "quota"
         status: ToolStatus = "ok" if outcome.exit_code == 0 and outcome.limit is None else "error"
-        return WorkspaceReply(result(call, status, _describe(outcome, limits, used)), artifacts)
+        said = _describe(outcome, limits, used, self.tmp_mb)
+        return WorkspaceReply(result(call, status, said), artifacts)
 
     def _lent(self, call: WorkspaceCall) -> Path | None:
         if call.lent_by is None:
@@ -134,7 +162,7 @@ class WorkspaceHost:
         return tuple(kept)
 
 
-def _describe(outcome: Outcome, limits: CommandLimits, used: int) -> str:
+def _describe(outcome: Outcome, limits: CommandLimits, used: int, tmp_mb: int) -> str:
     if outcome.limit is not None and outcome.limit != "quota":
         head = (
             f"Killed with its whole process tree after {outcome.seconds:.1f} s: the command "
@@ -142,6 +170,11 @@ def _describe(outcome: Outcome, limits: CommandLimits, used: int) -> str:
         )
     else:
         head = f"Exit status {outcome.exit_code} after {outcome.seconds:.1f} s."
+    if outcome.limit is None and b"No space left on device" in outcome.output[-4000:]:
+        head += (
+            f" A write found no space left: /tmp and /dev/shm hold {tmp_mb} MB each "
+            "(TEASPILL_SANDBOX_TMP_MB), the workspace its quota."
+        )
     if outcome.limit == "quota":
         head += (
             f" The workspace now holds {used} bytes, past its quota: files written past it "

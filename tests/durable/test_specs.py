@@ -7,6 +7,7 @@ import pytest
 
 from schemas.catalog import PublishedSpec, SpecQuery
 from schemas.events import TurnStarted
+from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message
 from services.contracts import LATEST_SPEC, PUBLISH, SPECS, Empty
@@ -77,6 +78,20 @@ def test_a_spec_kind_must_be_a_plain_name(stack: LiveStack) -> None:
         ),
         ({"kind": "k", "instructions": "x", "modle": "script"}, "Did you mean 'model'?"),
         ({"kind": "k", "instructions": "x", "version": 7}, "field 'version' (7) cannot be set"),
+        (
+            {"kind": "net", "instructions": "x", "workspace": {"network": True}},
+            "field 'workspace.network' is true, but the operator has not granted the network "
+            "to tenant 'specs-checked'",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "workspace": {"quota_mb": 5000}},
+            "field 'workspace.quota_mb' is 5000, above this deployment's ceiling of 1024 "
+            "(TEASPILL_WORKSPACE_MAX_QUOTA_MB).",
+        ),
+        (
+            {"kind": "k", "instructions": "x", "workspace": {"limits": {"memory_mb": 60000}}},
+            "field 'workspace.limits.memory_mb' is 60000, above this deployment's ceiling of 2048",
+        ),
     ],
 )
 def test_a_publish_through_ingress_is_checked_against_the_deployment(
@@ -97,6 +112,10 @@ def test_a_publish_through_ingress_is_checked_against_the_deployment(
         (
             AgentSpec("k", "x", model="script", limits=Limits(max_rounds=-3)),
             "field 'limits.max_rounds' is -3; it must be a whole number from 1 to 100.",
+        ),
+        (
+            AgentSpec("k", "x", model="script", workspace=WorkspaceSettings(network=True)),
+            "the operator has not granted the network to tenant 'test'",
         ),
     ],
 )

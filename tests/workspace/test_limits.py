@@ -1,0 +1,52 @@
+"""The operator's limits on the disk, with real bwrap: /tmp and /dev/shm are bounded, and
+the disk holding the home keeps its reserve."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from schemas.chat import ToolCall
+from schemas.sandbox import WorkspaceSettings
+from schemas.workspace import WorkspaceCall
+from services.workspace.tools import WorkspaceHost
+
+FILL = "i=0; while head -c 4000000 /dev/zero > {where}/f$i; do i=$((i+1)); done; du -sk {where}"
+
+
+def run(host: WorkspaceHost, command: str, key: str = "k1") -> str:
+    call = WorkspaceCall(
+        "acme.box",
+        ToolCall("c1", "run_command", {"command": command}),
+        key,
+        WorkspaceSettings(quota_mb=1024),
+    )
+    reply = asyncio.run(host.perform(call, lambda: False))
+    return reply.result.content
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm"])
+def test_filling_tmp_stops_at_its_size_with_a_sentence(tmp_path: Path, where: str) -> None:
+    said = run(WorkspaceHost(tmp_path, "bwrap", tmp_mb=8), FILL.format(where=where))
+    assert "A write found no space left: /tmp and /dev/shm hold 8 MB each" in said
+    used_kb = int(said.strip().splitlines()[-1].split()[0])
+    assert used_kb <= 8 * 1024
+
+
+def test_a_command_filling_the_disk_stops_at_the_reserve_and_later_ones_are_refused(
+    tmp_path: Path,
+) -> None:
+    free_mb = shutil.disk_usage(tmp_path).free // 2**20
+    host = WorkspaceHost(tmp_path, "bwrap", reserve_mb=free_mb - 48)
+    said = run(host, FILL.format(where="."))
+    assert said.startswith("Killed with its whole process tree")
+    assert "passed its disk reserve limit" in said
+    refused = run(host, "echo ran > ran.txt", key="k2")
+    assert refused.startswith("Commands are refused for now: the disk that holds the workspaces")
+    assert "TEASPILL_DISK_RESERVE_MB" in refused
+    assert not list(tmp_path.rglob("ran.txt"))
+    shutil.rmtree(tmp_path / "workspaces")
+    assert shutil.disk_usage(tmp_path).free // 2**20 > free_mb - 48
