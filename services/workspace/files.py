@@ -9,9 +9,12 @@ nothing changes a path between its check and its use.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +49,9 @@ class Workspace:
                 "such as notes/todo.txt"
             )
         base = self.root.resolve()
-        path = (base / relative).resolve()
+        # Not Path.resolve: it raises RuntimeError on a link loop. realpath leaves a loop
+        # unresolved, and opening it (O_NOFOLLOW) then says ELOOP.
+        path = Path(os.path.realpath(base / relative))
         if path != base and not path.is_relative_to(base):
             raise WorkspaceError(f"{relative!r} leads outside the workspace, which is refused.")
         return path
@@ -104,10 +109,10 @@ def changed(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
 
 def read_text(workspace: Workspace, relative: str, limit: int) -> str:
     path = workspace.resolve(relative)
-    if not path.is_file():
-        raise WorkspaceError(f"There is no file {relative!r} in the workspace.")
-    with path.open("rb") as file:
-        data = file.read(limit + 1)
+    with explained(relative, "read"):
+        descriptor = _open_regular(path, relative, os.O_RDONLY)
+        with os.fdopen(descriptor, "rb") as file:
+            data = file.read(limit + 1)
     text = data[:limit].decode("utf-8", errors="replace")
     if len(data) > limit:
         text += f"\n[... the file is longer than {limit} bytes; the rest is not shown ...]"
@@ -117,42 +122,160 @@ def read_text(workspace: Workspace, relative: str, limit: int) -> str:
 def write_text(workspace: Workspace, relative: str, content: str) -> Path:
     path = workspace.resolve(relative)
     data = content.encode()
-    old = path.stat().st_size if path.is_file() else 0
-    used = workspace.usage()
-    if used - old + len(data) > workspace.quota_bytes:
-        raise WorkspaceError(
-            f"Writing {len(data)} bytes to {relative!r} would pass the workspace quota of "
-            f"{workspace.quota_bytes} bytes ({used} used)."
-        )
-    if path.is_dir():
-        raise WorkspaceError(f"{relative!r} is a folder, not a file.")
-    created = _make_parents(workspace, path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-    descriptor = os.open(path, flags, 0o644)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-    for made in (*created, path):
-        workspace.own(made)
+    with explained(relative, "written"):
+        found = _lstat(path)
+        if found is not None:
+            _refuse_unless_regular(found.st_mode, relative)
+        old = found.st_size if found is not None else 0
+        used = workspace.usage()
+        if used - old + len(data) > workspace.quota_bytes:
+            raise WorkspaceError(
+                f"Writing {len(data)} bytes to {relative!r} would pass the workspace quota of "
+                f"{workspace.quota_bytes} bytes ({used} used)."
+            )
+        created = _make_parents(workspace, path)
+        descriptor = _open_regular(path, relative, os.O_WRONLY | os.O_CREAT)
+        with os.fdopen(descriptor, "wb") as file:
+            file.truncate(0)
+            file.write(data)
+        for made in (*created, path):
+            workspace.own(made)
     return path
 
 
+_NO_WAIT = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""Never follow a link (the path is resolved already: a link left is a loop), never wait
+(a named pipe without a reader, a device), never adopt a terminal."""
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_unless_regular(mode: int, relative: str) -> None:
+    if stat.S_ISLNK(mode):
+        raise WorkspaceError(_LOOP.format(relative=relative))
+    if not stat.S_ISREG(mode):
+        raise WorkspaceError(
+            f"{relative!r} is {_kind(mode)}, not a regular file: the file tools read and "
+            "write only regular files."
+        )
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _open_regular(path: Path, relative: str, flags: int) -> int:
+    """A descriptor of the regular file at `path`; anything else is refused before it is
+    opened, and again after (`fstat`), should it have changed in between."""
+    found = _lstat(path)
+    if found is None and not flags & os.O_CREAT:
+        raise WorkspaceError(f"There is no file {relative!r} in the workspace.")
+    if found is not None:
+        _refuse_unless_regular(found.st_mode, relative)
+    descriptor = os.open(path, flags | _NO_WAIT, 0o644)
+    try:
+        _refuse_unless_regular(os.fstat(descriptor).st_mode, relative)
+    except WorkspaceError:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+_LOOP = (
+    "{relative!r} is a symbolic link that leads in a loop (or through too many links), so it "
+    "cannot be followed."
+)
+_ERRNO_SENTENCES = {
+    errno.ELOOP: _LOOP,
+    errno.ENOENT: "There is no file {relative!r} in the workspace.",
+    errno.ENOTDIR: "A part of {relative!r} is not a folder.",
+    errno.EISDIR: "{relative!r} is a folder, not a file.",
+    errno.ENXIO: "{relative!r} is a socket or a named pipe, not a regular file.",
+    errno.EACCES: "{relative!r} cannot be {verb}: permission denied.",
+    errno.EPERM: "{relative!r} cannot be {verb}: permission denied.",
+    errno.ENAMETOOLONG: "The path {relative!r} is too long.",
+    errno.ENOSPC: "{relative!r} cannot be {verb}: the disk is full.",
+    errno.EDQUOT: "{relative!r} cannot be {verb}: the disk quota is used up.",
+    errno.EROFS: "{relative!r} cannot be {verb}: the workspace is read-only.",
+    errno.EEXIST: "A part of {relative!r} already exists and is not a folder.",
+}
+
+
+@contextmanager
+def explained(relative: str, verb: str) -> Iterator[None]:
+    """Turn the system's refusals into sentences about the path the model gave (never
+    the host's path, never an exception's text)."""
+    try:
+        yield
+    except OSError as error:
+        template = _ERRNO_SENTENCES.get(error.errno or 0)
+        if template is None:
+            reason = os.strerror(error.errno) if error.errno else "the system refused it"
+            template = "{relative!r} cannot be {verb}: " + reason.lower() + "."
+        raise WorkspaceError(template.format(relative=relative, verb=verb)) from None
+
+
 def _make_parents(workspace: Workspace, path: Path) -> list[Path]:
-    missing = [p for p in reversed(path.parents) if p.is_relative_to(workspace.root.resolve())]
-    created = [p for p in missing if not p.exists()]
+    base = workspace.root.resolve()
+    missing = [p for p in reversed(path.parents) if p.is_relative_to(base)]
+    created = [p for p in missing if _lstat(p) is None]
     for folder in created:
         folder.mkdir(mode=0o755)
     return created
 
 
+SCAN_LIMIT = 20_000
+"""Entries `list_files` looks at, at most, so a listing ends quickly however many files a
+command left."""
+
+
 def list_entries(workspace: Workspace, relative: str) -> str:
     base = workspace.resolve(relative) if relative not in ("", ".") else workspace.root
-    if not base.is_dir():
-        raise WorkspaceError(f"There is no folder {relative!r} in the workspace.")
-    entries = snapshot(base)
-    lines = [f"{path}\t{entry.size}" for path, entry in sorted(entries.items())]
-    if not lines:
+    with explained(relative, "listed"):
+        found = _lstat(base)
+        if found is None:
+            raise WorkspaceError(f"There is no folder {relative!r} in the workspace.")
+        if not stat.S_ISDIR(found.st_mode):
+            if stat.S_ISLNK(found.st_mode):
+                raise WorkspaceError(_LOOP.format(relative=relative))
+            raise WorkspaceError(f"{relative!r} is {_kind(found.st_mode)}, not a folder.")
+        entries, complete = _scan(base)
+    lines = [f"{path}\t{size}" for path, size in sorted(entries.items())]
+    if not lines and complete:
         return "(no files)"
     shown = "\n".join(lines[:LIST_LIMIT])
     if len(lines) > LIST_LIMIT:
         shown += f"\n[... {len(lines) - LIST_LIMIT} more files ...]"
+    if not complete:
+        shown += f"\n[... the listing stopped after {SCAN_LIMIT} entries ...]"
     return shown
+
+
+def _scan(base: Path) -> tuple[dict[str, int], bool]:
+    """Regular files under `base` by relative path, with their sizes; False when it stopped
+    at `SCAN_LIMIT` entries. Links are not followed."""
+    found: dict[str, int] = {}
+    seen = 0
+    for folder, _dirs, names in os.walk(base):
+        for name in names:
+            seen += 1
+            if seen > SCAN_LIMIT:
+                return found, False
+            info = _lstat(Path(folder) / name)
+            if info is not None and stat.S_ISREG(info.st_mode):
+                found[(Path(folder) / name).relative_to(base).as_posix()] = info.st_size
+    return found, True
