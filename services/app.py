@@ -59,7 +59,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     offer = deployment_offer(config)
     ledger = RestateLedger(config.ingress_url)
     closers.append(lambda: asyncio.to_thread(ledger.close))
-    tools = load_tools(config.home, config.tool_modules, ledger)
+    tools = load_tools(config.home, config.tool_modules, ledger, config.tool_deadline_seconds)
     services += [
         agent_object(tools, load_observers(config.observer_modules), model, offer, live=projection),
         offer_specs(offer),
@@ -87,6 +87,7 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
         sandbox_policy(config),
         tmp_mb=config.sandbox_tmp_mb,
         reserve_mb=config.disk_reserve_mb,
+        deadline=config.tool_deadline_seconds,
     )
     services += [workspace_service(host, ledger)]
     services += [effects_object()]

@@ -95,6 +95,15 @@ class Settings(BaseSettings):
         default=(),
         description="Extra modules whose `TOOLS` list is added to the tool registry.",
     )
+    tool_deadline_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=840,
+        description="Seconds a tool call (the calculator, a module's tool, a workspace file "
+        "tool) may take; past it the call fails with a sentence, and a side-effecting one is "
+        "reported with an unknown outcome and not run again. At most 840 (the Agent's step "
+        "timeout is 15 minutes).",
+    )
     observer_modules: Modules = Field(
         default=(),
         description="Modules whose `OBSERVERS` list is told about every timeline event.",

@@ -9,6 +9,20 @@ from typing import Any, Protocol
 
 from schemas.chat import ToolDefinition
 
+RESULT_LIMIT = 16_000
+"""Characters of a tool's result that are kept (in the journal, on the timeline, for the
+model); past it the result is cut, with a marker saying how much was cut."""
+
+
+def capped(content: str) -> str:
+    if len(content) <= RESULT_LIMIT:
+        return content
+    cut = len(content) - RESULT_LIMIT
+    return (
+        f"{content[:RESULT_LIMIT]}\n[... {cut} more characters cut: a tool result is kept up "
+        f"to {RESULT_LIMIT} characters ...]"
+    )
+
 
 @dataclass(frozen=True)
 class ToolContext:

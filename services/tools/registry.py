@@ -14,13 +14,9 @@ from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
 from services.config import plugin
 from services.effects.ledger import EffectLedger
-from services.tools.base import Tool, ToolContext, ToolError
+from services.tools.base import Tool, ToolContext, ToolError, capped
 from services.tools.builtin import BUILTIN_TOOLS
-
-RESULT_LIMIT = 2_000_000
-"""Tool results are kept up to this many characters (cut with a marker beyond). What the
-model sees of one is cut further, to its share of the prompt (the context engine), and the
-rest is read back with `recall`."""
+from services.tools.deadline import DEFAULT_SECONDS, OutcomeUnknownError, WithDeadline
 
 UNKNOWN_OUTCOME = (
     "The process running this tool stopped before the tool finished, so it may or may not "
@@ -83,6 +79,8 @@ class ToolRegistry:
     def _call(self, tool: Tool, call: ToolCall, context: ToolContext) -> ToolResult:
         try:
             return _result(call, "ok", tool.call(call.arguments, context))
+        except OutcomeUnknownError as error:
+            return _result(call, "unknown", str(error))
         except ToolError as error:
             return _result(call, "error", str(error))
         except Exception:  # a tool's crash is reported to the model, its details logged
@@ -91,15 +89,15 @@ class ToolRegistry:
 
 
 def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
-    if len(content) > RESULT_LIMIT:
-        cut = len(content) - RESULT_LIMIT
-        content = f"{content[:RESULT_LIMIT]}\n[... {cut} more characters cut ...]"
-    return ToolResult(call_id=call.id, name=call.name, status=status, content=content)
+    return ToolResult(call_id=call.id, name=call.name, status=status, content=capped(content))
 
 
-def load_tools(home: Path, modules: Iterable[str], ledger: EffectLedger) -> ToolRegistry:
-    """The built-in tools plus the `TOOLS` list of each named module."""
+def load_tools(
+    home: Path, modules: Iterable[str], ledger: EffectLedger, deadline: float = DEFAULT_SECONDS
+) -> ToolRegistry:
+    """The built-in tools plus the `TOOLS` list of each named module, each call failing
+    with a sentence after `deadline` seconds."""
     tools: list[Tool] = list(BUILTIN_TOOLS)
     for name in modules:
         tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
-    return ToolRegistry(tools, home, ledger)
+    return ToolRegistry([WithDeadline(tool, deadline) for tool in tools], home, ledger)

@@ -4,6 +4,7 @@ read, write and list files. Every failure becomes a result the model reads."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,8 @@ from schemas.address import parse_address
 from schemas.harness import ToolResult, ToolStatus
 from schemas.sandbox import CommandLimits, LimitName, SandboxPolicy, workspace_refusal
 from schemas.workspace import Artifact, WorkspaceCall, WorkspaceReply
+from services.tools.base import RESULT_LIMIT, capped
+from services.tools.deadline import DEFAULT_SECONDS, DeadlinePassedError, within
 from services.workspace import files
 from services.workspace.artifacts import store_file
 from services.workspace.files import Workspace, WorkspaceError
@@ -24,8 +27,6 @@ from services.workspace.sandbox import (
     run_sandboxed,
 )
 
-RESULT_LIMIT = 16_000
-"""Results are cut to about this many characters, like every tool result."""
 MAX_ARTIFACTS = 100
 UNKNOWN_OUTCOME = (
     "The process running this command stopped before the command finished, so it may or "
@@ -43,10 +44,7 @@ LIMIT_UNITS: dict[LimitName, Callable[[CommandLimits], str]] = {
 
 
 def result(call: WorkspaceCall, status: ToolStatus, content: str) -> ToolResult:
-    if len(content) > RESULT_LIMIT:
-        cut = len(content) - RESULT_LIMIT
-        content = f"{content[:RESULT_LIMIT]}\n[... {cut} more characters cut ...]"
-    return ToolResult(call.call.id, call.call.name, status, content)
+    return ToolResult(call.call.id, call.call.name, status, capped(content))
 
 
 def unknown(call: WorkspaceCall) -> WorkspaceReply:
@@ -65,6 +63,8 @@ class WorkspaceHost:
     """The size of a command's /tmp and of its /dev/shm."""
     reserve_mb: int = 1024
     """Free space the disk holding the home keeps: below it commands are refused."""
+    deadline: float = DEFAULT_SECONDS
+    """Seconds a file tool may take (a command has its own wall-time limit)."""
 
     @property
     def store(self) -> Path:
@@ -79,10 +79,15 @@ class WorkspaceHost:
         workspace = files.open_workspace(self.home, call.agent, quota)
         try:
             return await self._perform(call, workspace, stopped)
-        except (WorkspaceError, SandboxUnavailableError) as error:
-            return WorkspaceReply(result(call, "error", str(error)))
-        except (KeyError, OSError, UnicodeError) as error:
-            return WorkspaceReply(result(call, "error", f"{call.call.name} failed: {error}"))
+        except (
+            WorkspaceError,
+            SandboxUnavailableError,
+            DeadlinePassedError,
+            KeyError,
+            UnicodeError,
+            OSError,
+        ) as error:
+            return WorkspaceReply(result(call, "error", self._failure(call, error)))
 
     async def _perform(
         self, call: WorkspaceCall, workspace: Workspace, stopped: Callable[[], bool]
@@ -92,14 +97,34 @@ class WorkspaceHost:
             case "run_command":
                 return await self._run(call, workspace, str(arguments["command"]), stopped)
             case "write_file":
-                return await asyncio.to_thread(self._write, call, workspace)
+                return await within(self.deadline, lambda: self._write(call, workspace))
             case "read_file":
-                text = files.read_text(workspace, str(arguments["path"]), RESULT_LIMIT)
+                path = str(arguments["path"])
+                text = await within(
+                    self.deadline, lambda: files.read_text(workspace, path, RESULT_LIMIT)
+                )
                 return WorkspaceReply(result(call, "ok", text))
             case "list_files":
-                listing = files.list_entries(workspace, str(arguments.get("path", "")))
+                folder = str(arguments.get("path", ""))
+                listing = await within(self.deadline, lambda: files.list_entries(workspace, folder))
                 return WorkspaceReply(result(call, "ok", listing))
         return WorkspaceReply(result(call, "error", f"{call.call.name} is no workspace tool."))
+
+    def _failure(self, call: WorkspaceCall, error: Exception) -> str:
+        """The sentence for a failed call: the error's own when it is one of ours, else
+        one about what failed (never a library's text, never a host path)."""
+        name = call.call.name
+        if isinstance(error, WorkspaceError | SandboxUnavailableError):
+            return str(error)
+        if isinstance(error, DeadlinePassedError):
+            maybe = " The file may or may not have been written." if name == "write_file" else ""
+            return f"{name} did not finish within its deadline of {self.deadline:g} s.{maybe}"
+        if isinstance(error, KeyError):
+            return f"{name} needs the argument {error.args[0]!r}."
+        if isinstance(error, UnicodeError):
+            return f"{name} failed: the text cannot be written as UTF-8."
+        code = getattr(error, "errno", None)
+        return f"{name} failed: {os.strerror(code).lower() if code else 'the system refused it'}."
 
     def _write(self, call: WorkspaceCall, workspace: Workspace) -> WorkspaceReply:
         relative = str(call.call.arguments["path"])

@@ -29,8 +29,10 @@ from services.contracts import AGENT, WAKE
 from services.executor.scripted import script
 from services.harness.recall import RecallAnswer
 from services.stack.journal import Journal, RestateAdmin
+from services.tools.base import RESULT_LIMIT
 from tests.durable.conftest import LiveStack, eventually
 from tests.fixtures.models import started_path
+from tests.fixtures.tools import bulk_text
 
 pytestmark = pytest.mark.durable
 
@@ -181,7 +183,7 @@ def test_a_failing_summarizer_still_folds_with_the_extractive_summary(
     assert first.summary.startswith(f"Turn {first.first_turn}: ")
 
 
-def test_a_huge_message_and_a_megabyte_tool_result_are_cut_and_read_back(
+def test_a_huge_message_and_a_tool_result_past_the_cap_are_cut_and_read_back(
     stack: LiveStack, address: str
 ) -> None:
     spec = msgspec.structs.replace(SPEC, tools=("bulk",))
@@ -194,7 +196,7 @@ def test_a_huge_message_and_a_megabyte_tool_result_are_cut_and_read_back(
     assert "call recall with turn=1, message=0, offset=" in ended.reply
     text = script(
         {"calls": [{"name": "bulk", "arguments": {}}]},
-        {"calls": [{"name": "recall", "arguments": {"turn": 2, "message": 2, "offset": 500_000}}]},
+        {"calls": [{"name": "recall", "arguments": {"turn": 2, "message": 2, "offset": 8_000}}]},
         {"reply": "done"},
     )
     say(stack, address, text, spec)
@@ -202,12 +204,13 @@ def test_a_huge_message_and_a_megabyte_tool_result_are_cut_and_read_back(
     bulk, recall = finished[-2], finished[-1]
     assert isinstance(bulk, ToolFinished)
     assert isinstance(recall, ToolFinished)
-    assert len(bulk.content) == 1_000_000
+    kept, marker = bulk.content[:RESULT_LIMIT], bulk.content[RESULT_LIMIT:]
+    assert kept == bulk_text(RESULT_LIMIT)
+    assert marker.startswith(f"\n[... {1_000_000 - RESULT_LIMIT} more characters cut")
     page = msgspec.json.decode(recall.content, type=RecallAnswer)
     shown = page.turns[0].messages[0]
-    assert shown.length == 1_000_000
-    assert shown.content == bulk.content[500_000 : 500_000 + len(shown.content)]
-    assert "offset=" in page.note
+    assert shown.length == len(bulk.content)
+    assert shown.content == bulk.content[8_000 : 8_000 + len(shown.content)]
     earlier = script(
         {"calls": [{"name": "recall", "arguments": {"turn": 1, "message": 0, "offset": 199_990}}]},
         {"reply": "{results}"},
