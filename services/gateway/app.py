@@ -19,7 +19,7 @@ from services.gateway.auth import AuthMiddleware
 from services.gateway.catalog import Catalog
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
-from services.gateway.ingress import AsyncIngress
+from services.gateway.upstream import Upstream
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
 from services.gateway.routes_agents import router as agents
@@ -67,7 +67,7 @@ def create_app(
     rt = Runtime(
         settings=config,
         catalog=catalog,
-        ingress=AsyncIngress(config.ingress_url, ingress_transport),
+        ingress=Upstream(config.ingress_url, ingress_transport),
         hub=Hub(catalog, interval=_poll(config, poll_interval), queue_limit=queue_limit),
         heartbeat=heartbeat,
     )

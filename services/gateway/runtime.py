@@ -11,7 +11,7 @@ from fastapi import Request
 
 from services.gateway.catalog import Catalog
 from services.gateway.feeds import Hub
-from services.gateway.ingress import AsyncIngress
+from services.gateway.upstream import Upstream
 from services.settings import Settings
 
 
@@ -47,7 +47,7 @@ class RecentSends:
 class Runtime:
     settings: Settings
     catalog: Catalog
-    ingress: AsyncIngress
+    ingress: Upstream
     hub: Hub
     heartbeat: float
     recent: RecentSends = field(default_factory=RecentSends)

@@ -1,7 +1,7 @@
-"""The gateway's view of Restate ingress: the only way it reaches agents and tenants. It
+"""The gateway's upstream: agents and tenants, reached only through Restate ingress. It
 sends messages one-way and publishes specs; it never writes state itself. Calls go through
-the shared client and the handlers declared in `services.contracts`; errors become the
-gateway's `ApiError`s.
+the one ingress client and the handlers declared in `services.contracts`; errors become
+the gateway's `ApiError`s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import ADD_KEY, KEYS, LATEST_SPEC, PUBLISH, REVOKE_KEY, STOP, WAKE, Empty
 from services.gateway.errors import ApiError
-from services.ingress import AsyncIngress as Client
-from services.ingress import IngressError
+from services.ingress import AsyncIngress, IngressError
 
 T = TypeVar("T")
 QUICK = 5.0
@@ -30,12 +29,12 @@ class IngressUnavailableError(ApiError):
         super().__init__(503, f"Restate ingress cannot take the request right now ({reason})")
 
 
-class AsyncIngress:
+class Upstream:
     def __init__(
         self, url: str, transport: httpx.AsyncBaseTransport | None = None, timeout: float = 30.0
     ) -> None:
         self.url = url
-        self._client = Client(url, timeout=timeout, transport=transport)
+        self._client = AsyncIngress(url, timeout=timeout, transport=transport)
 
     async def close(self) -> None:
         await self._client.close()
