@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
-from services.gateway.catalog import Catalog
+from services.gateway.reader import ProjectionReader
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
 from services.gateway.upstream import Upstream
@@ -63,12 +63,12 @@ def create_app(
     notify or live token is set, else `UNNOTIFIED_POLL`); `queue_limit`: items a follower
     may fall behind before it catches up from the projection instead."""
     config = config or settings()
-    catalog = Catalog(config.home / "projection.db")
+    projection = ProjectionReader(config.home / "projection.db")
     rt = Runtime(
         settings=config,
-        catalog=catalog,
+        projection=projection,
         ingress=Upstream(config.ingress_url, ingress_transport),
-        hub=Hub(catalog, interval=_poll(config, poll_interval), queue_limit=queue_limit),
+        hub=Hub(projection, interval=_poll(config, poll_interval), queue_limit=queue_limit),
         heartbeat=heartbeat,
     )
 
@@ -95,7 +95,7 @@ def create_app(
     for router in routers:
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
-    app.add_middleware(AuthMiddleware, catalog=catalog)
+    app.add_middleware(AuthMiddleware, projection=projection)
     return app
 
 

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.catalog import Scope as KeyScope
-from services.gateway.catalog import Catalog
+from services.gateway.reader import ProjectionReader
 from services.gateway.errors import ApiError, send_error, unknown_agent
 from services.keys import allows, hash_key, well_formed
 
@@ -47,7 +47,7 @@ def needs_key(path: str) -> bool:
     return path.startswith("/v1/") and path not in PUBLIC
 
 
-async def authenticate(catalog: Catalog, header: str | None) -> Principal:
+async def authenticate(projection: ProjectionReader, header: str | None) -> Principal:
     if not header:
         raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", CHALLENGE)
     scheme, _, token = header.strip().partition(" ")
@@ -58,7 +58,7 @@ async def authenticate(catalog: Catalog, header: str | None) -> Principal:
             "malformed Authorization header: expected 'Bearer tsk_<id>_<secret>'",
             CHALLENGE,
         )
-    key = await catalog.read(lambda store: store.key_by_hash(hash_key(token)))
+    key = await projection.read(lambda store: store.key_by_hash(hash_key(token)))
     if key is None:
         raise ApiError(401, "unknown API key", CHALLENGE)
     if key.revoked_at is not None:
@@ -67,16 +67,16 @@ async def authenticate(catalog: Catalog, header: str | None) -> Principal:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, catalog: Catalog) -> None:
+    def __init__(self, app: ASGIApp, projection: ProjectionReader) -> None:
         self.app = app
-        self.catalog = catalog
+        self.projection = projection
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not needs_key(scope["path"]):
             await self.app(scope, receive, send)
             return
         try:
-            principal = await authenticate(self.catalog, Headers(scope=scope).get("authorization"))
+            principal = await authenticate(self.projection, Headers(scope=scope).get("authorization"))
         except ApiError as error:
             await send_error(send, error)
             return

@@ -21,7 +21,7 @@ from typing import Literal
 from schemas.events import Event
 from schemas.live import LiveDelta
 from schemas.projected import Projected
-from services.gateway.catalog import Catalog, CatalogUnavailableError
+from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.gateway.live import WHOLE_TURN, LiveItem, LiveRounds, recorded_round
 
 FeedItem = Event | LiveItem
@@ -76,7 +76,7 @@ class AgentFeed:
     def __init__(
         self,
         agent: str,
-        catalog: Catalog,
+        projection: ProjectionReader,
         interval: float,
         live_ttl: float,
         on_end: Callable[[AgentFeed], None],
@@ -86,7 +86,7 @@ class AgentFeed:
         self.followers: set[Follower] = set()
         self.joining = 0
         self.ready = asyncio.Event()
-        self._catalog = catalog
+        self._projection = projection
         self._interval = interval
         self._live_ttl = live_ttl
         self._on_end = on_end
@@ -128,8 +128,8 @@ class AgentFeed:
         """Begin after what the projection holds now: a follower replays that itself."""
         while self.wanted():
             try:
-                row = await self._catalog.read(lambda store: store.agent(self.agent))
-            except CatalogUnavailableError:
+                row = await self._projection.read(lambda store: store.agent(self.agent))
+            except ProjectionUnavailableError:
                 await asyncio.sleep(self._interval)
                 continue
             if row is not None:
@@ -141,10 +141,10 @@ class AgentFeed:
     async def _poll(self) -> None:
         self._nudged.clear()
         try:
-            events = await self._catalog.read(
+            events = await self._projection.read(
                 lambda store: store.timeline(self.agent, self._cursor, PAGE)
             )
-        except CatalogUnavailableError:
+        except ProjectionUnavailableError:
             events = []
         for event in events:
             finished = recorded_round(event)
@@ -163,13 +163,13 @@ class Hub:
 
     def __init__(
         self,
-        catalog: Catalog,
+        projection: ProjectionReader,
         *,
         interval: float = 1.0,
         queue_limit: int = 10_000,
         live_ttl: float = 600.0,
     ) -> None:
-        self._catalog = catalog
+        self._projection = projection
         self._interval = interval
         self._queue_limit = queue_limit
         self._live_ttl = live_ttl
@@ -239,7 +239,7 @@ class Hub:
     def _feed(self, agent: str) -> AgentFeed:
         feed = self._feeds.get(agent)
         if feed is None:
-            feed = AgentFeed(agent, self._catalog, self._interval, self._live_ttl, self._ended)
+            feed = AgentFeed(agent, self._projection, self._interval, self._live_ttl, self._ended)
             self._feeds[agent] = feed
         return feed
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from services.gateway import model_metrics
-from services.gateway.catalog import Catalog
+from services.gateway.reader import ProjectionReader
 
 OUTCOMES = ("succeeded", "stopped", "failed", "superseded")
 """How a turn ends; parked is a status a turn rests in, never an ending."""
@@ -34,11 +34,11 @@ _TOOL_ERRORS = (
 _AGENTS = "select status, count(*) from agents group by status"
 
 
-async def render(catalog: Catalog) -> str:
-    turns = _by_label(await catalog.rows(_TURNS), OUTCOMES)
-    (rounds, prompt, completion, cached), *_ = await catalog.rows(_ROUNDS)
-    (tool_errors,), *_ = await catalog.rows(_TOOL_ERRORS)
-    agents = _by_label(await catalog.rows(_AGENTS), STATUSES)
+async def render(projection: ProjectionReader) -> str:
+    turns = _by_label(await projection.rows(_TURNS), OUTCOMES)
+    (rounds, prompt, completion, cached), *_ = await projection.rows(_ROUNDS)
+    (tool_errors,), *_ = await projection.rows(_TOOL_ERRORS)
+    agents = _by_label(await projection.rows(_AGENTS), STATUSES)
     ratio = cached / prompt if prompt else 0.0
     lines = [
         *_family("turns_total", "counter", "Turns ended, by outcome.", "outcome", turns),
@@ -71,7 +71,7 @@ async def render(catalog: Catalog) -> str:
             {"": turns.get("failed", 0) + tool_errors},
         ),
         *_family("agents", "gauge", "Agents in the catalog, by status.", "status", agents),
-        *await model_metrics.render(catalog),
+        *await model_metrics.render(projection),
     ]
     return "\n".join(lines) + "\n"
 

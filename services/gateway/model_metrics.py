@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.gateway.catalog import Catalog
+from services.gateway.reader import ProjectionReader
 
 _CALLS = """
 select json_extract(cast(event as text), '$.body.model'), count(*),
@@ -36,9 +36,9 @@ _FAMILIES = (
 )
 
 
-async def render(catalog: Catalog) -> list[str]:
-    calls = [tuple(row) for row in await catalog.rows(_CALLS)]
-    failed = {str(model): int(str(count)) for model, count in await catalog.rows(_FALLBACKS)}
+async def render(projection: ProjectionReader) -> list[str]:
+    calls = [tuple(row) for row in await projection.rows(_CALLS)]
+    failed = {str(model): int(str(count)) for model, count in await projection.rows(_FALLBACKS)}
     models = sorted({str(row[0]) for row in calls} | set(failed))
     values: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
     by_model = {str(row[0]): row for row in calls}

@@ -45,7 +45,7 @@ async def send_message(
 ) -> MessageAccepted:
     """Send a message, one-way: answers at once with where to follow what it does. An
     agent that does not exist yet is created from the newest spec of `kind`."""
-    row = await rt.catalog.read(lambda store: store.agent(agent.address))
+    row = await rt.projection.read(lambda store: store.agent(agent.address))
     if row is None and message.kind is None and agent.address not in rt.recent:
         raise unknown_agent(agent.address)
     if message.kind is not None:
@@ -66,7 +66,7 @@ async def send_message(
 
 async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
     """The projection may lag a publish by a moment: ask the tenant object before saying no."""
-    spec = await rt.catalog.read(lambda store: store.latest_spec(tenant, kind))
+    spec = await rt.projection.read(lambda store: store.latest_spec(tenant, kind))
     if spec is None:
         spec = await rt.ingress.latest_spec(tenant, kind)
     if spec is None:
@@ -80,7 +80,7 @@ async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
 @router.get("/v1/agents/{address}", responses=errors(400, 401, 404, 422, 503))
 async def get_agent(agent: Annotated[Owned, Depends(owned("read"))], rt: Rt) -> AgentOut:
     """The agent's catalog row: its spec, status, current turn and last seq."""
-    row = await rt.catalog.read(lambda store: store.agent(agent.address))
+    row = await rt.projection.read(lambda store: store.agent(agent.address))
     if row is None:
         raise unknown_agent(agent.address)
     return agent_out(row)
@@ -99,7 +99,7 @@ async def list_agents(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> AgentPage:
     """The key's tenant's agents, ordered by address, a page at a time."""
-    rows = await rt.catalog.read(
+    rows = await rt.projection.read(
         lambda store: store.agents(
             caller.tenant, kind=kind, status=status, after=after, limit=limit + 1
         )

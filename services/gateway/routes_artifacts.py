@@ -45,7 +45,7 @@ async def artifact(
     name = artifact_name(sha256)
     if name is None:
         raise ApiError(400, f"{sha256!r} is not a sha256: give 64 lower-case hex digits")
-    recorded = await rt.catalog.rows(RECORDED, agent.address, sha256)
+    recorded = await rt.projection.rows(RECORDED, agent.address, sha256)
     path = rt.settings.home / "artifacts" / name
     if not recorded or not path.is_file():
         raise ApiError(404, f"{agent.address} has no artifact {sha256}")

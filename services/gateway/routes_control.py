@@ -45,7 +45,7 @@ async def answer_approval(
     applied, `approval_refused` why not. A request the timeline does not show is 404; one
     it shows answered, or whose turn ended, is 409."""
     row = await known(rt, agent.address)
-    story = await rt.catalog.read(lambda store: store.approval(agent.address, request_id))
+    story = await rt.projection.read(lambda store: store.approval(agent.address, request_id))
     _check_answerable(agent.address, request_id, story)
     wake = Approval(request_id, answer.approve, answer.note, by=agent.caller.key_id)
     invocation = await rt.ingress.answer(agent.address, wake, answer_key(wake))

@@ -14,7 +14,7 @@ from schemas.address import InvalidAddressError, parse_address
 from schemas.live import LiveBatch, LiveDelta
 from schemas.projected import ProjectedBatch
 from services.gateway import metrics
-from services.gateway.catalog import CatalogUnavailableError
+from services.gateway.reader import ProjectionUnavailableError
 from services.gateway.errors import ApiError, error_body
 from services.gateway.models import Health, HealthDown, LiveAccepted, ProjectedAccepted
 from services.gateway.openapi import errors, json_of
@@ -42,8 +42,8 @@ async def health(rt: Rt) -> JSONResponse:
 
 async def projection_state(rt: Runtime) -> str:
     try:
-        await rt.catalog.rows("select count(*) from agents")
-    except CatalogUnavailableError as error:
+        await rt.projection.rows("select count(*) from agents")
+    except ProjectionUnavailableError as error:
         return error.message
     return "ok"
 
@@ -61,7 +61,7 @@ async def projection_state(rt: Runtime) -> str:
 )
 async def prometheus(rt: Rt) -> Response:
     """Turns, rounds, model tokens, prompt-cache reuse, errors and agents by status."""
-    return Response(await metrics.render(rt.catalog), media_type=metrics.CONTENT_TYPE)
+    return Response(await metrics.render(rt.projection), media_type=metrics.CONTENT_TYPE)
 
 
 @router.post(

@@ -59,7 +59,7 @@ async def list_specs(
     kind: Annotated[Kind | None, Query(description="Only versions of this kind.")] = None,
 ) -> Response:
     """The tenant's published specs, every version."""
-    specs = await rt.catalog.read(lambda store: store.specs(caller.tenant, kind))
+    specs = await rt.projection.read(lambda store: store.specs(caller.tenant, kind))
     return Response(msgspec.json.encode(SpecVersions(tuple(specs))), media_type="application/json")
 
 

@@ -40,7 +40,7 @@ async def timeline(
 ) -> Response:
     """A page of the agent's recorded events; `last_seq` says whether more are there."""
     row = await known(rt, agent.address)
-    events = await rt.catalog.read(lambda store: store.timeline(agent.address, after, limit))
+    events = await rt.projection.read(lambda store: store.timeline(agent.address, after, limit))
     last = max(row.last_seq if row else 0, events[-1].seq if events else 0)
     page = msgspec.json.encode(TimelinePage(tuple(events), last))
     return Response(page, media_type="application/json")
@@ -73,14 +73,14 @@ async def events(
     """Follow the timeline: replay after `Last-Event-ID` (or `after`), then stream."""
     start = after if last_event_id is None else parse_seq(last_event_id)
     await known(rt, agent.address)
-    body = follow(rt.hub, rt.catalog, agent.address, start, rt.heartbeat)
+    body = follow(rt.hub, rt.projection, agent.address, start, rt.heartbeat)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 async def known(rt: Runtime, address: str) -> AgentRow | None:
     """The agent's row; None for one this gateway created a moment ago; else 404."""
-    row = await rt.catalog.read(lambda store: store.agent(address))
+    row = await rt.projection.read(lambda store: store.agent(address))
     if row is None and address not in rt.recent:
         raise unknown_agent(address)
     return row

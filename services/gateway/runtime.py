@@ -1,4 +1,4 @@
-"""What one gateway process holds: the catalog reader, the ingress client, the feeds."""
+"""What one gateway process holds: the projection reader, the upstream, the feeds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import cast
 
 from fastapi import Request
 
-from services.gateway.catalog import Catalog
+from services.gateway.reader import ProjectionReader
 from services.gateway.feeds import Hub
 from services.gateway.upstream import Upstream
 from services.settings import Settings
@@ -46,7 +46,7 @@ class RecentSends:
 @dataclass
 class Runtime:
     settings: Settings
-    catalog: Catalog
+    projection: ProjectionReader
     ingress: Upstream
     hub: Hub
     heartbeat: float
@@ -55,7 +55,7 @@ class Runtime:
     async def close(self) -> None:
         await self.hub.close()
         await self.ingress.close()
-        await self.catalog.close()
+        await self.projection.close()
 
 
 def runtime(request: Request) -> Runtime:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 import msgspec
 
 from schemas.events import BODY_TAGS, Event
-from services.gateway.catalog import Catalog, CatalogUnavailableError
+from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.gateway.feeds import PAGE, FeedItem, Hub
 from services.gateway.live import LiveItem, LiveView, Retraction
 
@@ -43,8 +43,8 @@ def live_frame(item: LiveItem) -> bytes:
 class _Position:
     """What one follower has been sent: the last seq, and its view of live rounds."""
 
-    def __init__(self, catalog: Catalog, agent: str, after: int) -> None:
-        self.catalog = catalog
+    def __init__(self, projection: ProjectionReader, agent: str, after: int) -> None:
+        self.projection = projection
         self.agent = agent
         self.last = after
         self.view = LiveView()
@@ -61,7 +61,7 @@ class _Position:
                 return
 
     async def _page(self, after: int) -> list[Event]:
-        return await self.catalog.read(lambda store: store.timeline(self.agent, after, PAGE))
+        return await self.projection.read(lambda store: store.timeline(self.agent, after, PAGE))
 
     def record(self, event: Event) -> bytes:
         self.last = event.seq
@@ -92,12 +92,12 @@ class _Position:
 
 
 async def follow(
-    hub: Hub, catalog: Catalog, agent: str, after: int, heartbeat: float
+    hub: Hub, projection: ProjectionReader, agent: str, after: int, heartbeat: float
 ) -> AsyncIterator[bytes]:
     """The SSE body. It ends when the gateway shuts down or the projection cannot be read;
     the client then reconnects with Last-Event-ID."""
     follower = await hub.follow(agent)
-    position = _Position(catalog, agent, after)
+    position = _Position(projection, agent, after)
     try:
         async for frame in position.catch_up():
             yield frame
@@ -113,7 +113,7 @@ async def follow(
             else:
                 async for frame in position.take(item):
                     yield frame
-    except CatalogUnavailableError:
+    except ProjectionUnavailableError:
         return
     finally:
         hub.unfollow(follower)

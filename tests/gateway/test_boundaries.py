@@ -57,7 +57,7 @@ def test_the_gateway_never_calls_a_projection_write() -> None:
 
 
 def test_the_projection_is_opened_read_only() -> None:
-    assert "mode=ro" in (GATEWAY / "catalog.py").read_text()
+    assert "mode=ro" in (GATEWAY / "reader.py").read_text()
 
 
 def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ RECHECK_SECONDS = 0.5
 """How often a read checks whether the file was replaced (a rebuild)."""
 
 
-class CatalogUnavailableError(ApiError):
+class ProjectionUnavailableError(ApiError):
     def __init__(self, reason: str) -> None:
         super().__init__(503, f"the projection cannot be read right now ({reason}); retry soon")
 
@@ -39,7 +39,7 @@ class _Open:
     identity: tuple[int, int]
 
 
-class Catalog:
+class ProjectionReader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._open: _Open | None = None
@@ -48,7 +48,7 @@ class Catalog:
         self._lock = asyncio.Lock()
 
     async def read(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
-        """Run one typed read; raises `CatalogUnavailableError` (503) when it cannot."""
+        """Run one typed read; raises `ProjectionUnavailableError` (503) when it cannot."""
         current = await self._current()
         return await self._guard(action(current.store))
 
@@ -67,7 +67,7 @@ class Catalog:
         except (sqlite3.Error, ValueError) as error:
             # ValueError: aiosqlite's answer when a concurrent reopen closed the connection.
             self._stale = True
-            raise CatalogUnavailableError(str(error)) from error
+            raise ProjectionUnavailableError(str(error)) from error
 
     async def _current(self) -> _Open:
         async with self._lock:
@@ -94,11 +94,11 @@ class Catalog:
 async def _connect(path: Path) -> _Open:
     identity = _identity(path)
     if identity is None:
-        raise CatalogUnavailableError(f"{path} does not exist yet")
+        raise ProjectionUnavailableError(f"{path} does not exist yet")
     try:
         db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as error:
-        raise CatalogUnavailableError(str(error)) from error
+        raise ProjectionUnavailableError(str(error)) from error
     await db.execute("pragma busy_timeout=5000")
     return _Open(db, ProjectionStore(db, path), identity)
 
