@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from schemas.catalog import EventBatch
+from schemas.projection import EventBatch
 from schemas.chat import ToolCall
 from schemas.events import Event, ModelMessage, ToolCalled, ToolFinished
 from services.projection.projector import Projection

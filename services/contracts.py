@@ -13,17 +13,8 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from schemas.catalog import (
-    ApiKey,
-    EventBatch,
-    KeyRef,
-    Keys,
-    PublishedSpec,
-    RebuildReport,
-    SpecAnswer,
-    SpecQuery,
-    SpecVersions,
-)
+from schemas.projection import EventBatch, RebuildReport
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from schemas.effects import Claim, Finished
 from schemas.events import (
     AgentStatus,

@@ -9,7 +9,7 @@ import re
 import secrets
 from datetime import datetime
 
-from schemas.catalog import ApiKey, Scope
+from schemas.tenant import ApiKey, Scope
 
 PREFIX = "tsk"
 _FORMAT = re.compile(r"^tsk_([a-z0-9]{12})_([A-Za-z0-9_-]{32,64})$")

@@ -36,7 +36,7 @@ from typing import Protocol
 import msgspec
 import restate
 
-from schemas.catalog import EventBatch
+from schemas.projection import EventBatch
 from schemas.events import AgentState, Event, EventBody
 from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify

@@ -17,7 +17,7 @@ import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.catalog import SpecQuery
+from schemas.tenant import SpecQuery
 from schemas.events import AgentStatus, WakeResult
 from schemas.harness import TurnState
 from schemas.state import AgentRecord, TimelineMark

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schemas.catalog import Scope
+from schemas.tenant import Scope
 from schemas.spec import AgentSpec
 from services.client import Client, KeyInfo
 from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.spec import AgentSpec
 from services.client.errors import ApiError, from_response

@@ -8,7 +8,7 @@ from typing import Literal
 
 import msgspec
 
-from schemas.catalog import Scope
+from schemas.tenant import Scope
 from schemas.events import Event
 from schemas.live import LiveDelta
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from schemas.catalog import PublishedSpec
+from schemas.tenant import PublishedSpec
 from schemas.events import Event, TimelinePage, TurnEnded
 from schemas.spec import AgentSpec
 from services.client import calls

@@ -20,7 +20,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.catalog import Scope as KeyScope
+from schemas.tenant import Scope as KeyScope
 from services.gateway.reader import ProjectionReader
 from services.gateway.errors import ApiError, send_error, unknown_agent
 from services.keys import allows, hash_key, well_formed

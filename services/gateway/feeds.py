@@ -20,7 +20,7 @@ from typing import Literal
 
 from schemas.events import Event
 from schemas.live import LiveDelta
-from schemas.projected import Projected
+from schemas.projection import Projected
 from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.gateway.live import WHOLE_TURN, LiveItem, LiveRounds, recorded_round
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import msgspec
 
-from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
-from schemas.projected import ProjectedBatch
+from schemas.projection import ProjectedBatch
 from schemas.spec import AgentSpec
 from services.gateway.live import Retraction
 from services.gateway.models import ErrorOut

@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.catalog import Scope
+from schemas.tenant import Scope
 from schemas.events import Event, TimelinePage
 from services.client.stream import FrameParser, decode
 from services.gateway import routes_agents, routes_control, routes_timeline

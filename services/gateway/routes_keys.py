@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from schemas.catalog import ApiKey
+from schemas.tenant import ApiKey
 from services.gateway.auth import Principal, require
 from services.gateway.models import KeyCreated, KeyIn, KeyOut, KeysOut, MeOut
 from services.gateway.openapi import errors

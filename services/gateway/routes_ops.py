@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.live import LiveBatch, LiveDelta
-from schemas.projected import ProjectedBatch
+from schemas.projection import ProjectedBatch
 from services.gateway import metrics
 from services.gateway.reader import ProjectionUnavailableError
 from services.gateway.errors import ApiError, error_body

@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from schemas.catalog import SpecVersions
+from schemas.tenant import SpecVersions
 from schemas.spec import AgentSpec
 from services.gateway.auth import Principal, require
 from services.gateway.errors import ApiError

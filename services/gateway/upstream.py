@@ -12,7 +12,7 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
 from schemas.spec import AgentSpec
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import ADD_KEY, KEYS, LATEST_SPEC, PUBLISH, REVOKE_KEY, STOP, WAKE, Empty

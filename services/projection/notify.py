@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import httpx
 import msgspec
 
-from schemas.projected import Projected, ProjectedBatch
+from schemas.projection import Projected, ProjectedBatch
 
 NOTIFY_PATH = "/internal/projected"
 TOKEN_HEADER = "x-teaspill-notify-token"  # noqa: S105 - a header name, not a secret

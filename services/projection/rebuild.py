@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from schemas.catalog import RebuildReport
+from schemas.projection import RebuildReport
 from schemas.events import Event, TimelineQuery
 from services.contracts import AGENT, KEYS, SPECS, STATUS, TENANT, TIMELINE, Empty
 from services.ingress import AsyncIngress

@@ -27,7 +27,7 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from schemas.catalog import ApiKey, PublishedSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import BODY_TAGS, Event
 from schemas.spec import AgentSpec
 from services.projection.catalog import Decided, catalog_rows

@@ -11,15 +11,7 @@ from datetime import UTC, datetime
 import msgspec
 import restate
 
-from schemas.catalog import (
-    ApiKey,
-    KeyRef,
-    Keys,
-    PublishedSpec,
-    SpecAnswer,
-    SpecQuery,
-    SpecVersions,
-)
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from schemas.spec import AgentSpec
 from services.contracts import (
     ADD_KEY,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from schemas.catalog import EventBatch
+from schemas.projection import EventBatch
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from schemas.catalog import PublishedSpec, SpecQuery
+from schemas.tenant import PublishedSpec, SpecQuery
 from schemas.events import TurnStarted
 from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec, Limits

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from fastapi import FastAPI
 
-from schemas.catalog import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
 from schemas.chat import ToolCall
 from schemas.events import (
     Event,

@@ -13,10 +13,10 @@ import pytest
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
-from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
-from schemas.projected import ProjectedBatch
+from schemas.projection import ProjectedBatch
 from schemas.spec import AgentSpec
 from services.gateway.app import create_app
 from services.gateway.models import (

@@ -12,7 +12,7 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.projected import Projected, ProjectedBatch
+from schemas.projection import Projected, ProjectedBatch
 from services.projection.notify import NOTIFY_PATH, Notifier
 from services.projection.projector import Projection
 from tests.gateway.conftest import LIVE_TOKEN, World, make_world, timeline

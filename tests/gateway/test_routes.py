@@ -9,7 +9,7 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.catalog import PublishedSpec, SpecVersions
+from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
 from schemas.spec import AgentSpec
 from services.gateway.app import create_app

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.projected import Projected, ProjectedBatch
+from schemas.projection import Projected, ProjectedBatch
 from services.projection.notify import NOTIFY_PATH, TOKEN_HEADER, Notifier
 from services.projection.projector import Projection
 from tests.projection.test_store import timeline

@@ -12,7 +12,8 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.catalog import ApiKey, EventBatch, PublishedSpec
+from schemas.projection import EventBatch
+from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import Event
 from schemas.spec import AgentSpec
 from services.ingress import AsyncIngress, IngressError

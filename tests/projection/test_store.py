@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.catalog import ApiKey, PublishedSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import (
     ApprovalAnswered,
     ApprovalRequested,

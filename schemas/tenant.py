@@ -1,4 +1,4 @@
-"""Published specs, API keys and the batches the projector receives."""
+"""What a tenant holds: its published specs and its API keys."""
 
 from __future__ import annotations
 
@@ -7,18 +7,9 @@ from typing import Literal
 
 import msgspec
 
-from schemas.events import AgentState, Event
 from schemas.spec import AgentSpec
 
 Scope = Literal["read", "write", "admin"]
-
-
-class EventBatch(msgspec.Struct, frozen=True):
-    """Events one agent appended in one flush, in seq order."""
-
-    events: tuple[Event, ...]
-    status: AgentState
-    """The agent's status once these events are recorded."""
 
 
 class PublishedSpec(msgspec.Struct, frozen=True):
@@ -51,13 +42,6 @@ class SpecAnswer(msgspec.Struct, frozen=True):
 
 class KeyRef(msgspec.Struct, frozen=True):
     id: str
-
-
-class RebuildReport(msgspec.Struct, frozen=True):
-    agents: int
-    events: int
-    specs: int
-    keys: int
 
 
 class SpecVersions(msgspec.Struct, frozen=True):

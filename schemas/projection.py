@@ -1,0 +1,37 @@
+"""What crosses into and out of the projection: the batches the projector receives, its
+notices to gateways after a commit (which agents' timelines grew), a rebuild's report.
+
+A notice is a hint, never data: a gateway that receives it reads the events from the projection, so a
+lost, repeated or reordered notice costs latency at most, never an event.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.events import AgentState, Event
+
+
+class EventBatch(msgspec.Struct, frozen=True):
+    """Events one agent appended in one flush, in seq order."""
+
+    events: tuple[Event, ...]
+    status: AgentState
+    """The agent's status once these events are recorded."""
+
+
+class Projected(msgspec.Struct, frozen=True):
+    agent: str
+    last_seq: int
+    """The newest seq of the agent in the commit (the projection may still have gaps)."""
+
+
+class ProjectedBatch(msgspec.Struct, frozen=True):
+    agents: tuple[Projected, ...]
+
+
+class RebuildReport(msgspec.Struct, frozen=True):
+    agents: int
+    events: int
+    specs: int
+    keys: int
