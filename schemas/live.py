@@ -21,5 +21,13 @@ class LiveDelta(msgspec.Struct, frozen=True):
     text: str
 
 
+class Retraction(msgspec.Struct, frozen=True):
+    """The text shown so far for this round is taken back; the round streams again."""
+
+    agent: str
+    turn: int
+    round: int
+
+
 class LiveBatch(msgspec.Struct, frozen=True):
     deltas: tuple[LiveDelta, ...]

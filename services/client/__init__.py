@@ -12,7 +12,7 @@ gateway does not answer).
 """
 
 from schemas.events import Event
-from schemas.live import LiveDelta
+from schemas.live import LiveDelta, Retraction
 from services.client.aio import AsyncClient
 from services.client.errors import ApiError
 from services.client.models import (
@@ -24,7 +24,6 @@ from services.client.models import (
     KeyInfo,
     Me,
     NewKey,
-    Retract,
     StopAccepted,
 )
 from services.client.sync import Client, until_turn_ends
@@ -43,7 +42,7 @@ __all__ = [
     "LiveDelta",
     "Me",
     "NewKey",
-    "Retract",
+    "Retraction",
     "StopAccepted",
     "until_turn_ends",
 ]

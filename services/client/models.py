@@ -10,18 +10,10 @@ import msgspec
 
 from schemas.tenant import Scope
 from schemas.events import Event
-from schemas.live import LiveDelta
+from schemas.live import LiveDelta, Retraction
 
 
-class Retract(msgspec.Struct, frozen=True):
-    """The live text shown for this round is taken back: the round streams again."""
-
-    agent: str
-    turn: int
-    round: int
-
-
-Item = Event | LiveDelta | Retract
+Item = Event | LiveDelta | Retraction
 """What `follow` yields: a recorded event, a piece of live text, or a retraction."""
 
 

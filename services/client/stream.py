@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import msgspec
 
 from schemas.events import Event, ModelMessage, TurnEnded
-from schemas.live import LiveDelta
-from services.client.models import Item, Retract
+from schemas.live import LiveDelta, Retraction
+from services.client.models import Item
 
 WHOLE_TURN = 1 << 62
 
@@ -48,7 +48,7 @@ def decode(frame: Frame) -> Item | None:
     if frame.event == "delta":
         return msgspec.json.decode(frame.data, type=LiveDelta)
     if frame.event == "retract":
-        return msgspec.json.decode(frame.data, type=Retract)
+        return msgspec.json.decode(frame.data, type=Retraction)
     if frame.id is None:
         return None
     return msgspec.json.decode(frame.data, type=Event)
@@ -74,7 +74,7 @@ class Cursor:
         key = (item.turn, item.round)
         if key <= self.done:
             return []
-        if isinstance(item, Retract):
+        if isinstance(item, Retraction):
             self.live.pop(key, None)
             return [item]
         return self._delta(key, item)
@@ -93,7 +93,7 @@ class Cursor:
         items: list[Item] = []
         attempt, have = self.live.get(key, (delta.attempt, 0))
         if attempt != delta.attempt:
-            items.append(Retract(delta.agent, *key))
+            items.append(Retraction(delta.agent, *key))
             attempt, have = delta.attempt, 0
             self.live[key] = (attempt, have)
         fresh = delta.text[have - delta.offset :] if delta.offset <= have else ""

@@ -122,7 +122,7 @@ class Client:
 
     def follow(self, address: str, *, after: int = 0, retry_for: float = 60.0) -> Iterator[Item]:
         """The timeline after `after`, then live: recorded events (each once, in seq
-        order), live text (`LiveDelta`) and `Retract`. A dropped connection is resumed
+        order), live text (`LiveDelta`) and `Retraction`. A dropped connection is resumed
         with `Last-Event-ID`; after `retry_for` seconds without a connection the last
         error is raised. It never ends by itself: stop iterating when you have seen
         enough (see `until_turn_ends`)."""

@@ -59,7 +59,8 @@ from schemas.events import (
 )
 from schemas.live import LiveDelta
 from schemas.model import Usage
-from services.client.models import Item, Retract
+from schemas.live import Retraction
+from services.client.models import Item
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -106,7 +107,7 @@ class Run:
             return self._event(item)
         if item.turn != self.turn:
             return []
-        if isinstance(item, Retract):
+        if isinstance(item, Retraction):
             return self._retract(item.round)
         return self._delta(item)
 

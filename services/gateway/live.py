@@ -15,21 +15,13 @@ from dataclasses import dataclass, field
 import msgspec
 
 from schemas.events import Event, ModelMessage, TurnEnded
-from schemas.live import LiveDelta
+from schemas.live import LiveDelta, Retraction
 
 RoundKey = tuple[int, int]
 """(turn, round): ordered as the agent runs them."""
 
 WHOLE_TURN = 1 << 62
 """A round number above every real one: a turn's end supersedes all its rounds."""
-
-
-class Retraction(msgspec.Struct, frozen=True):
-    """The text shown so far for this round is taken back; the round streams again."""
-
-    agent: str
-    turn: int
-    round: int
 
 
 LiveItem = LiveDelta | Retraction

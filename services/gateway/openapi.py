@@ -13,7 +13,7 @@ from schemas.events import TimelinePage
 from schemas.live import LiveBatch
 from schemas.projection import ProjectedBatch
 from schemas.spec import AgentSpec
-from services.gateway.live import Retraction
+from schemas.live import Retraction
 from services.gateway.models import ErrorOut
 
 REF = "#/components/schemas/{name}"

@@ -22,7 +22,8 @@ import msgspec
 from schemas.events import BODY_TAGS, Event
 from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.gateway.feeds import PAGE, FeedItem, Hub
-from services.gateway.live import LiveItem, LiveView, Retraction
+from schemas.live import Retraction
+from services.gateway.live import LiveItem, LiveView
 
 KEEPALIVE = b": keepalive\n\n"
 

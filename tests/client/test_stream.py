@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from schemas.events import Event, ModelMessage, TurnStarted
 from schemas.live import LiveDelta
-from services.client.models import Retract
+from schemas.live import Retraction
 from services.client.stream import Cursor, Frame, FrameParser, decode
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -30,7 +30,7 @@ def test_a_frame_decodes_to_a_typed_item() -> None:
     import msgspec  # noqa: PLC0415
 
     assert decode(Frame("delta", msgspec.json.encode(delta).decode())) == delta
-    assert decode(Frame("retract", '{"agent":"acme.a","turn":1,"round":1}')) == Retract(
+    assert decode(Frame("retract", '{"agent":"acme.a","turn":1,"round":1}')) == Retraction(
         "acme.a", 1, 1
     )
     assert decode(Frame("turn_started", msgspec.json.encode(event(1)).decode(), "1")) == event(1)
@@ -60,7 +60,7 @@ def test_a_new_attempt_is_retracted_before_its_text() -> None:
     cursor = Cursor()
     cursor.admit(LiveDelta("acme.a", 1, 1, "x", 0, "Wrong"))
     assert cursor.admit(LiveDelta("acme.a", 1, 1, "y", 0, "Right")) == [
-        Retract("acme.a", 1, 1),
+        Retraction("acme.a", 1, 1),
         LiveDelta("acme.a", 1, 1, "y", 0, "Right"),
     ]
 
@@ -70,4 +70,4 @@ def test_the_recorded_message_ends_the_round_live_text() -> None:
     cursor.admit(LiveDelta("acme.a", 1, 1, "x", 0, "It"))
     cursor.admit(event(2, 1, "It is"))
     assert cursor.admit(LiveDelta("acme.a", 1, 1, "x", 2, " is")) == []
-    assert cursor.admit(Retract("acme.a", 1, 1)) == []
+    assert cursor.admit(Retraction("acme.a", 1, 1)) == []

@@ -26,7 +26,8 @@ from schemas.events import (
 )
 from schemas.live import LiveBatch, LiveDelta
 from schemas.model import Usage
-from services.client.models import Item, Retract
+from schemas.live import Retraction
+from services.client.models import Item
 from services.gateway.agui import Run
 from tests.gateway.conftest import LIVE_TOKEN, World
 
@@ -130,7 +131,7 @@ def test_a_retracted_round_starts_a_new_message() -> None:
     run = Run("acme.new", "acme.new", "r1", "what is 6*7")
     run.take(TURN[0])
     first = dumped(run.take(LiveDelta("acme.new", 1, 1, "a", 0, "Wro")))
-    ended = dumped(run.take(Retract("acme.new", 1, 1)))
+    ended = dumped(run.take(Retraction("acme.new", 1, 1)))
     again = dumped(run.take(LiveDelta("acme.new", 1, 1, "b", 0, "Right")))
     assert types(ended) == ["TEXT_MESSAGE_END"]
     assert first[0]["messageId"] != again[0]["messageId"]
