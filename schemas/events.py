@@ -105,7 +105,7 @@ class ChildSpawned(msgspec.Struct, frozen=True, tag="child_spawned"):
     task: str
 
 
-class ChildReported(msgspec.Struct, frozen=True, tag="child_finished"):
+class ChildReported(msgspec.Struct, frozen=True, tag="child_reported"):
     call_id: str
     child: str
     outcome: str

@@ -39,7 +39,7 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     sender finds its turn without comparing texts (two equal messages are two turns)."""
 
 
-class ChildFinished(msgspec.Struct, frozen=True, tag="child_finished"):
+class ChildReport(msgspec.Struct, frozen=True, tag="child_report"):
     """A child's turn ended; `reply` is its final text (or why it failed)."""
 
     child: str
@@ -79,7 +79,7 @@ class Stop(msgspec.Struct, frozen=True, tag="stop"):
     by: str = ""
 
 
-Wake = Message | ChildFinished | Timer | Approval | Stop
+Wake = Message | ChildReport | Timer | Approval | Stop
 
 
 class WakeEnvelope(msgspec.Struct, frozen=True):

@@ -36,7 +36,7 @@ from schemas.events import (
 from schemas.harness import AwaitingApproval, AwaitingChildren, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
-from schemas.wake import Approval, ChildFinished, Message, Stop, Timer, Wake
+from schemas.wake import Approval, ChildReport, Message, Stop, Timer, Wake
 from services.harness.loop import child_reported, is_pending
 
 STOPPED = "Stopped on request."
@@ -176,7 +176,7 @@ def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa:
             return _on_ran(address, record, given)
         case TurnStopped(turn=turn):
             return _stopped(address, record, turn)
-        case ChildFinished():
+        case ChildReport():
             return _on_child(record, given)
         case Approval():
             return _on_approval(record, given)
@@ -302,7 +302,7 @@ def _end(
     record, remember = _remembered(record, Segment(turn.number, turn.messages))
     effects += [Emit(turn.number, turn.round, (body,)), remember]
     if turn.parent is not None:
-        report = ChildFinished(address, turn.parent.turn, turn.parent.call_id, outcome, text)
+        report = ChildReport(address, turn.parent.turn, turn.parent.call_id, outcome, text)
         key = f"finished {address} {turn.number}"
         effects.append(SendWake(turn.parent.address, report, key=key))
     ended = msgspec.structs.replace(
@@ -329,7 +329,7 @@ def _next(address: str, record: AgentRecord) -> Reaction:
 # --- children, approvals, timers, stop ------------------------------------------------
 
 
-def _on_child(record: AgentRecord, report: ChildFinished) -> Reaction:
+def _on_child(record: AgentRecord, report: ChildReport) -> Reaction:
     turn = record.turn
     event = ChildReported(report.call_id, report.child, report.outcome, report.reply)
     if turn is None or turn.number != report.turn or not is_pending(turn, report.child):

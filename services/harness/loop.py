@@ -41,7 +41,7 @@ from schemas.harness import (
 )
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import Policy, grants, narrowed
-from schemas.wake import ChildFinished
+from schemas.wake import ChildReport
 from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
 from services.harness.context import (
     Budget,
@@ -177,12 +177,12 @@ def _answered(
     return (yield from _run_calls(given, turn, remaining, _policies(given, turn)))
 
 
-def child_reported(turn: TurnState, report: ChildFinished) -> TurnState:
+def child_reported(turn: TurnState, report: ChildReport) -> TurnState:
     """Record a child's report on the turn that spawned it."""
     pending = tuple(c for c in turn.pending if c.address != report.child)
     message = ChatMessage(
         role="tool",
-        name="child_finished",
+        name="child_report",
         tool_call_id=report.call_id,
         content=f"Helper {report.child} finished ({report.outcome}): {report.reply}",
     )

@@ -32,7 +32,7 @@ from schemas.harness import (
 from schemas.model import Usage
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
-from schemas.wake import Approval, ChildFinished, Message, ParentRef, Stop, Timer
+from schemas.wake import Approval, ChildReport, Message, ParentRef, Stop, Timer
 from services.agent.machine import (
     NOTHING_TO_STOP,
     STOPPED,
@@ -238,7 +238,7 @@ def test_a_childs_turn_reports_to_its_parent_with_an_idempotency_key() -> None:
     sends = [e for e in reaction.effects if isinstance(e, SendWake)]
     assert sends == [
         SendWake(
-            "acme.boss", ChildFinished(ME, 4, "call_2", "succeeded", "done"), key=f"finished {ME} 1"
+            "acme.boss", ChildReport(ME, 4, "call_2", "succeeded", "done"), key=f"finished {ME} 1"
         )
     ]
 
@@ -282,8 +282,8 @@ def test_a_stopped_running_turn_ends_stopped_and_leaves_the_queue_to_a_new_wake(
 # --- children --------------------------------------------------------------------------
 
 
-def report(child: str = CHILD, number: int = 1) -> ChildFinished:
-    return ChildFinished(child, number, "call_0", "succeeded", "child says hi")
+def report(child: str = CHILD, number: int = 1) -> ChildReport:
+    return ChildReport(child, number, "call_0", "succeeded", "child says hi")
 
 
 def test_the_last_childs_report_resumes_a_turn_awaiting_children() -> None:

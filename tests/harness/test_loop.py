@@ -23,7 +23,7 @@ from schemas.harness import (
     Wait,
 )
 from schemas.spec import AgentSpec, Limits
-from schemas.wake import ChildFinished
+from schemas.wake import ChildReport
 from services.executor.scripted import follow_directives, script
 from services.harness.inprocess import Recording, run_in_process
 from services.harness.loop import TurnInput, child_reported
@@ -144,7 +144,7 @@ def test_the_turn_continues_when_the_last_child_reports() -> None:
     assert first.final is not None
     turn = first.final
     for index, child in enumerate(("acme.bot.t1r1c0", "acme.bot.t1r1c1")):
-        report = ChildFinished(child, 1, f"call_{index}", "succeeded", f"result {index}")
+        report = ChildReport(child, 1, f"call_{index}", "succeeded", f"result {index}")
         turn = child_reported(turn, report)
     second = run_in_process(TurnInput("acme.bot", turn, (), TOOLS), follow_directives)
     assert kinds(second) == ["CallModel", "Reply"]
@@ -158,7 +158,7 @@ def test_a_waiting_turn_with_pending_children_waits_again() -> None:
     spec = msgspec.structs.replace(SPEC, can_spawn=True)
     first = run(start(fan_out_script(2), spec))
     assert first.final is not None
-    report = ChildFinished("acme.bot.t1r1c0", 1, "call_0", "succeeded", "r0")
+    report = ChildReport("acme.bot.t1r1c0", 1, "call_0", "succeeded", "r0")
     turn = child_reported(first.final, report)
     again = run(TurnInput("acme.bot", turn, (), TOOLS))
     assert again.commands == [Wait(("acme.bot.t1r1c1",))]

@@ -59,7 +59,7 @@ const BODIES = {
     cut(b.content)),
   child_spawned: (e, b) => h("div", {}, kind("spawned"), h("a", { href: agentHref(b.child) }, b.child),
     `: ${oneLine(b.task)}`),
-  child_finished: (e, b) => h("div", {}, kind("child finished"), h("a", { href: agentHref(b.child) }, b.child),
+  child_reported: (e, b) => h("div", {}, kind("child reported"), h("a", { href: agentHref(b.child) }, b.child),
     ` ${b.outcome}: `, h("span", { class: "text" }, b.reply)),
   waiting: (e, b) => h("div", {}, kind("waiting"), `for ${b.pending.join(", ")}`),
   approval_answered: (e, b) => h("div", {}, kind("approval"),
