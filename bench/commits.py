@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from schemas.projection import EventBatch
 from schemas.chat import ToolCall
 from schemas.events import Event, ModelMessage, ToolCalled, ToolFinished
+from schemas.projection import EventBatch
 from services.projection.projector import Projection
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

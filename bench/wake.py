@@ -39,8 +39,8 @@ from restate.serde import DefaultSerde, Serde
 
 from bench.plain import HANDLER, PlainTurn, plain_object
 from bench.rounds import bench_spec, reply_text, turn_script
-from schemas.projection import EventBatch
 from schemas.model import ModelReply, ModelRequest
+from schemas.projection import EventBatch
 from schemas.wake import Message
 from services.agent.wake import WakeDriver
 from services.effects.ledger import MemoryLedger

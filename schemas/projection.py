@@ -1,8 +1,8 @@
 """What crosses into and out of the projection: the batches the projector receives, its
 notices to gateways after a commit (which agents' timelines grew), a rebuild's report.
 
-A notice is a hint, never data: a gateway that receives it reads the events from the projection, so a
-lost, repeated or reordered notice costs latency at most, never an event.
+A notice is a hint, never data: a gateway that receives it reads the events from the
+projection, so a lost, repeated or reordered notice costs latency at most, never an event.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from schemas.projection import EventBatch, RebuildReport
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from schemas.effects import Claim, Finished
 from schemas.events import (
     AgentStatus,
@@ -25,7 +23,9 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.model import ModelReply, ModelRequest
+from schemas.projection import EventBatch, RebuildReport
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from schemas.wake import WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 

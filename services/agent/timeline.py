@@ -36,8 +36,8 @@ from typing import Protocol
 import msgspec
 import restate
 
-from schemas.projection import EventBatch
 from schemas.events import AgentState, Event, EventBody
+from schemas.projection import EventBatch
 from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify
 from services.agent.store import Store

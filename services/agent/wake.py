@@ -17,10 +17,10 @@ import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.tenant import SpecQuery
 from schemas.events import AgentStatus, WakeResult
 from schemas.harness import TurnState
 from schemas.state import AgentRecord, TimelineMark
+from schemas.tenant import SpecQuery
 from schemas.wake import Wake, WakeEnvelope
 from services.agent.clock import Clock
 from services.agent.machine import (

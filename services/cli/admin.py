@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schemas.tenant import Scope
 from schemas.spec import AgentSpec
+from schemas.tenant import Scope
 from services.client import Client, KeyInfo
 from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty
 from services.ingress import Ingress

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from schemas.tenant import PublishedSpec
 from schemas.events import Event, TimelinePage, TurnEnded
 from schemas.spec import AgentSpec
+from schemas.tenant import PublishedSpec
 from services.client import calls
 from services.client.errors import ApiError, from_response, unreachable
 from services.client.models import (

@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 import msgspec
 
-from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.spec import AgentSpec
+from schemas.tenant import PublishedSpec, SpecVersions
 from services.client.errors import ApiError, from_response
 from services.client.models import (
     Accepted,

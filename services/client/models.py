@@ -8,10 +8,9 @@ from typing import Literal
 
 import msgspec
 
-from schemas.tenant import Scope
 from schemas.events import Event
 from schemas.live import LiveDelta, Retraction
-
+from schemas.tenant import Scope
 
 Item = Event | LiveDelta | Retraction
 """What `follow` yields: a recorded event, a piece of live text, or a retraction."""

@@ -57,9 +57,8 @@ from schemas.events import (
     TurnParked,
     TurnStarted,
 )
-from schemas.live import LiveDelta
+from schemas.live import LiveDelta, Retraction
 from schemas.model import Usage
-from schemas.live import Retraction
 from services.client.models import Item
 
 APPROVAL_SCHEMA = {

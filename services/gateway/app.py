@@ -16,12 +16,11 @@ from fastapi import FastAPI
 
 from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
-from services.gateway.reader import ProjectionReader
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
-from services.gateway.upstream import Upstream
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
+from services.gateway.reader import ProjectionReader
 from services.gateway.routes_agents import router as agents
 from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
@@ -31,6 +30,7 @@ from services.gateway.routes_ops import router as operations
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
 from services.gateway.runtime import Runtime
+from services.gateway.upstream import Upstream
 from services.settings import Settings, settings
 
 DESCRIPTION = """Send messages to durable agents, read and follow their timelines, publish

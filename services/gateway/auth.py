@@ -21,8 +21,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.tenant import Scope as KeyScope
-from services.gateway.reader import ProjectionReader
 from services.gateway.errors import ApiError, send_error, unknown_agent
+from services.gateway.reader import ProjectionReader
 from services.keys import allows, hash_key, well_formed
 
 PRINCIPAL = "teaspill.principal"
@@ -76,7 +76,8 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            principal = await authenticate(self.projection, Headers(scope=scope).get("authorization"))
+            header = Headers(scope=scope).get("authorization")
+            principal = await authenticate(self.projection, header)
         except ApiError as error:
             await send_error(send, error)
             return

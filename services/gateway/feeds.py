@@ -21,8 +21,8 @@ from typing import Literal
 from schemas.events import Event
 from schemas.live import LiveDelta
 from schemas.projection import Projected
-from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.gateway.live import WHOLE_TURN, LiveItem, LiveRounds, recorded_round
+from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 
 FeedItem = Event | LiveItem
 Signal = Literal["idle", "lagged", "closed"]

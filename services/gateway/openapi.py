@@ -8,12 +8,11 @@ from typing import Any
 
 import msgspec
 
-from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
-from schemas.live import LiveBatch
+from schemas.live import LiveBatch, Retraction
 from schemas.projection import ProjectedBatch
 from schemas.spec import AgentSpec
-from schemas.live import Retraction
+from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.models import ErrorOut
 
 REF = "#/components/schemas/{name}"

@@ -19,8 +19,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.tenant import Scope
 from schemas.events import Event, TimelinePage
+from schemas.tenant import Scope
 from services.client.stream import FrameParser, decode
 from services.gateway import routes_agents, routes_control, routes_timeline
 from services.gateway.agui import Run, snapshot, sse

@@ -14,10 +14,10 @@ from schemas.address import InvalidAddressError, parse_address
 from schemas.live import LiveBatch, LiveDelta
 from schemas.projection import ProjectedBatch
 from services.gateway import metrics
-from services.gateway.reader import ProjectionUnavailableError
 from services.gateway.errors import ApiError, error_body
 from services.gateway.models import Health, HealthDown, LiveAccepted, ProjectedAccepted
 from services.gateway.openapi import errors, json_of
+from services.gateway.reader import ProjectionUnavailableError
 from services.gateway.runtime import Runtime, runtime
 
 router = APIRouter(tags=["operations"])

@@ -13,8 +13,8 @@ from typing import Annotated
 import msgspec
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from schemas.tenant import SpecVersions
 from schemas.spec import AgentSpec
+from schemas.tenant import SpecVersions
 from services.gateway.auth import Principal, require
 from services.gateway.errors import ApiError
 from services.gateway.models import Kind

@@ -9,8 +9,8 @@ from typing import cast
 
 from fastapi import Request
 
-from services.gateway.reader import ProjectionReader
 from services.gateway.feeds import Hub
+from services.gateway.reader import ProjectionReader
 from services.gateway.upstream import Upstream
 from services.settings import Settings
 

@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator
 import msgspec
 
 from schemas.events import BODY_TAGS, Event
-from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
-from services.gateway.feeds import PAGE, FeedItem, Hub
 from schemas.live import Retraction
+from services.gateway.feeds import PAGE, FeedItem, Hub
 from services.gateway.live import LiveItem, LiveView
+from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 
 KEEPALIVE = b": keepalive\n\n"
 

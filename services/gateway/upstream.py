@@ -12,8 +12,8 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import ADD_KEY, KEYS, LATEST_SPEC, PUBLISH, REVOKE_KEY, STOP, WAKE, Empty
 from services.gateway.errors import ApiError

@@ -22,9 +22,9 @@ from typing import TypeVar
 
 import restate
 
+from schemas.events import Event
 from schemas.projection import EventBatch, RebuildReport
 from schemas.tenant import ApiKey, PublishedSpec
-from schemas.events import Event
 from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
 from services.durable import step_options
 from services.ingress import AsyncIngress

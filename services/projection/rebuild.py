@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from schemas.projection import RebuildReport
 from schemas.events import Event, TimelineQuery
+from schemas.projection import RebuildReport
 from services.contracts import AGENT, KEYS, SPECS, STATUS, TENANT, TIMELINE, Empty
 from services.ingress import AsyncIngress
 from services.projection.catalog import Decided

@@ -27,9 +27,9 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import BODY_TAGS, Event
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.migrations import MIGRATIONS
 

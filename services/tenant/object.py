@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import msgspec
 import restate
 
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
 from services.contracts import (
     ADD_KEY,
     LATEST_SPEC,

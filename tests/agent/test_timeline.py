@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from schemas.projection import EventBatch
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
+from schemas.projection import EventBatch
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store
 from services.agent.timeline import CHUNK_CHARS, CHUNK_EVENTS, Timeline

@@ -6,8 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from schemas.events import Event, ModelMessage, TurnStarted
-from schemas.live import LiveDelta
-from schemas.live import Retraction
+from schemas.live import LiveDelta, Retraction
 from services.client.stream import Cursor, Frame, FrameParser, decode
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from schemas.tenant import PublishedSpec, SpecQuery
 from schemas.events import TurnStarted
 from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec, Limits
+from schemas.tenant import PublishedSpec, SpecQuery
 from schemas.wake import Message
 from services.contracts import LATEST_SPEC, PUBLISH, SPECS, Empty
 from services.executor.scripted import script

@@ -15,7 +15,6 @@ import msgspec
 import pytest
 from fastapi import FastAPI
 
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
 from schemas.chat import ToolCall
 from schemas.events import (
     Event,
@@ -28,6 +27,7 @@ from schemas.events import (
 )
 from schemas.model import Usage
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
 from services.gateway.app import create_app
 from services.keys import new_key
 from services.projection.store import ProjectionStore

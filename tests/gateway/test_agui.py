@@ -24,9 +24,8 @@ from schemas.events import (
     TurnEnded,
     TurnStarted,
 )
-from schemas.live import LiveBatch, LiveDelta
+from schemas.live import LiveBatch, LiveDelta, Retraction
 from schemas.model import Usage
-from schemas.live import Retraction
 from services.client.models import Item
 from services.gateway.agui import Run
 from tests.gateway.conftest import LIVE_TOKEN, World

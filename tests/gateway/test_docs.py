@@ -13,11 +13,11 @@ import pytest
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
-from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
 from schemas.projection import ProjectedBatch
 from schemas.spec import AgentSpec
+from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.app import create_app
 from services.gateway.models import (
     AgentOut,

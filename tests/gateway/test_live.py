@@ -16,9 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.events import Event, ModelMessage, TurnStarted
-from schemas.live import LiveBatch, LiveDelta
+from schemas.live import LiveBatch, LiveDelta, Retraction
 from services.gateway.feeds import Follower
-from schemas.live import Retraction
 from services.gateway.live import LiveRounds, LiveView
 from tests.gateway.conftest import LIVE_TOKEN, T0, World, make_world, timeline
 from tests.gateway.streaming import Frame, SseReader

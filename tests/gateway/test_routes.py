@@ -9,9 +9,9 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.tenant import PublishedSpec, SpecVersions
 from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
 from schemas.spec import AgentSpec
+from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.app import create_app
 from services.projection.store import ProjectionStore
 from services.settings import Settings

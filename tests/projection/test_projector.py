@@ -12,10 +12,10 @@ import httpx
 import msgspec
 import pytest
 
-from schemas.projection import EventBatch
-from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import Event
+from schemas.projection import EventBatch
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from services.ingress import AsyncIngress, IngressError
 from services.projection.projector import Projection, ProjectionClosedError, through_ingress
 from services.projection.store import ProjectionStore

@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -24,6 +23,7 @@ from schemas.events import (
     Waiting,
 )
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.store import ProjectionStore
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
