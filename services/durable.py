@@ -24,6 +24,8 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 Cancelled = Callable[[], Awaitable[object]]
 """Completes when the step's work should stop."""
+CANCELLED = 409
+"""The status of the TerminalError Restate raises in a cancelled invocation."""
 
 
 _OPTIONS: dict[tuple[type, int | None], restate.RunOptions[Any]] = {}

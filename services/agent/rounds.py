@@ -58,14 +58,11 @@ from services.agent.store import Store
 from services.agent.timeline import Timeline
 from services.agent.workspace import call_workspace, is_workspace_tool
 from services.contracts import GENERATE, WAKE
-from services.durable import call, send, step_options
+from services.durable import CANCELLED, call, send, step_options
 from services.harness.context import observed
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, answer, matches, parse
 from services.tools.registry import ToolRegistry
-
-CANCELLED = 409
-"""The status of the TerminalError Restate raises in a cancelled invocation."""
 
 
 class LocalModel(Protocol):

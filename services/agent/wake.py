@@ -38,11 +38,11 @@ from services.agent.machine import (
     state_of,
 )
 from services.agent.observers import Observer
-from services.agent.rounds import CANCELLED, LocalModel, Rounds, definitions
+from services.agent.rounds import LocalModel, Rounds, definitions
 from services.agent.store import Store
 from services.agent.timeline import LiveProjection, Timeline
 from services.contracts import LATEST_SPEC, WAKE
-from services.durable import call, send
+from services.durable import CANCELLED, call, send
 from services.harness.loop import TurnInput
 from services.tools.registry import ToolRegistry
 

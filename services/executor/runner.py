@@ -24,7 +24,7 @@ import msgspec
 import restate
 
 from schemas.model import Fallback, ModelReply, ModelRequest
-from services.durable import Cancelled, StepRefusedError, cancellable_step
+from services.durable import CANCELLED, Cancelled, StepRefusedError, cancellable_step
 from services.executor.chat_api import ModelError
 from services.executor.config import ModelConfigError
 from services.executor.live import LiveText, Post
@@ -32,8 +32,6 @@ from services.executor.protocol import discard
 from services.executor.registry import ModelRegistry, UnknownModelError
 
 FINAL_PUSH_SECONDS = 1.0
-CANCELLED = 409
-"""The status of the TerminalError Restate raises in a cancelled invocation."""
 MODEL_FAILED = 502
 
 
