@@ -10,6 +10,14 @@ NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+def canonical(value: object) -> str:
+    """Compact JSON with sorted keys: the same value always gives the same text. Prompts
+    show tool definitions and calls in it, so their bytes (and the prompt cache) hold."""
+    return _CANONICAL.encode(value).decode()
+
 
 class ToolCall(msgspec.Struct, frozen=True):
     """One call the model asked for. `id` is unique within the turn."""

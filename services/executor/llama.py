@@ -17,7 +17,7 @@ import numpy.typing as npt
 from llama_cpp.llama_grammar import LlamaGrammar
 from llama_cpp.llama_types import CreateCompletionStreamResponse as CompletionChunk
 
-from schemas.chat import ChatMessage, ToolCall, ToolDefinition
+from schemas.chat import ChatMessage, ToolCall, ToolDefinition, canonical
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
 from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore
 from services.executor.protocol import TextSink, discard
@@ -68,12 +68,8 @@ def bundled_model_path() -> Path:
     )
 
 
-def canonical_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
 def _tool_line(tool: ToolDefinition) -> str:
-    return canonical_json(
+    return canonical(
         {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
     )
 
@@ -87,7 +83,7 @@ def _system_text(base: str, tools: Sequence[ToolDefinition]) -> str:
 
 def _call_text(call: ToolCall) -> str:
     # "tool" before "arguments": the order the grammar makes the model write them in.
-    return f'{{"tool":{json.dumps(call.name)},"arguments":{canonical_json(call.arguments)}}}'
+    return f'{{"tool":{canonical(call.name)},"arguments":{canonical(call.arguments)}}}'
 
 
 def _assistant_text(message: ChatMessage, tools_on: bool) -> str:
@@ -95,7 +91,7 @@ def _assistant_text(message: ChatMessage, tools_on: bool) -> str:
     # sees its own format as precedent.
     calls = [_call_text(call) for call in message.tool_calls]
     if tools_on and (message.content or not calls):
-        return "\n".join([canonical_json({"reply": message.content}), *calls])
+        return "\n".join([canonical({"reply": message.content}), *calls])
     return "\n".join([message.content, *calls] if message.content else calls)
 
 

@@ -22,7 +22,7 @@ from functools import cached_property, lru_cache
 
 import msgspec
 
-from schemas.chat import ChatMessage, ToolDefinition
+from schemas.chat import ChatMessage, ToolDefinition, canonical
 from schemas.context import ContextState, FoldBlock, Segment
 from schemas.model import ModelReply
 from schemas.spec import AgentSpec
@@ -48,14 +48,6 @@ FOLDS_HEADER = (
     "Summaries of earlier turns of this conversation, oldest first. Their messages are "
     "kept: call `recall` with a turn number to read them."
 )
-
-
-_CANONICAL = msgspec.json.Encoder(order="sorted")
-
-
-def canonical(value: object) -> str:
-    """Compact JSON with sorted keys: the same value always gives the same text."""
-    return _CANONICAL.encode(value).decode()
 
 
 def fingerprint(text: str) -> str:
