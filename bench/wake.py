@@ -45,7 +45,7 @@ from schemas.wake import Message
 from services.agent.wake import WakeDriver
 from services.effects.ledger import MemoryLedger
 from services.executor.protocol import ModelExecutor, TextSink, discard
-from services.executor.registry import Entry, ModelRegistry, default_models
+from services.executor.registry import ModelEntry, ModelRegistry, default_models
 from services.executor.runner import ModelRunner
 from services.executor.scripted import DirectiveExecutor
 from services.projection.projector import Projection
@@ -145,7 +145,7 @@ class OnLoop:
 
 def on_loop_models() -> ModelRegistry:
     """The `script` model alone, called on the event loop's thread."""
-    return ModelRegistry({"script": Entry(lambda: OnLoop(DirectiveExecutor()))})
+    return ModelRegistry({"script": ModelEntry(lambda: OnLoop(DirectiveExecutor()))})
 
 
 class _NoProjection:

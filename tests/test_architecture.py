@@ -91,3 +91,31 @@ def test_only_the_composition_root_knows_both_planes() -> None:
 def test_every_package_states_its_invariants_in_a_readme() -> None:
     for package in ("harness", "agent", "executor", "tools", "stack", "workspace"):
         assert (ROOT / "services" / package / "README.md").is_file(), package
+
+
+SAME_NAME_ALLOWED = {
+    # The HTTP API as the gateway writes it (pydantic, for validation and OpenAPI) and as
+    # the client reads it (msgspec, without the services): one contract, seen from each side.
+    "Accepted": 2,
+    "AgentPage": 2,
+    "ApiError": 2,
+    "ApprovalAccepted": 2,
+    "StopAccepted": 2,
+    # The machine's refusal of a wake and the harness's refusal of a tool call.
+    "Refuse": 2,
+}
+"""Names two top-level classes may share, and how many hold each; anything else is a twin."""
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """A reader who meets a name meets one thing: a second ingress client, ledger or
+    contract of the same name is renamed for its role, or listed above with the reason."""
+    holders: dict[str, list[str]] = {}
+    for package in ("services", "schemas"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef):
+                    holders.setdefault(node.name, []).append(path.relative_to(ROOT).as_posix())
+    shared = {name: len(paths) for name, paths in holders.items() if len(paths) > 1}
+    assert {n: holders[n] for n in shared if n not in SAME_NAME_ALLOWED} == {}
+    assert shared == SAME_NAME_ALLOWED, "a listed name no longer has its twin: unlist it"

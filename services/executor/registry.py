@@ -37,7 +37,9 @@ class Runner(Protocol):
 
 
 @dataclass(frozen=True)
-class Entry:
+class ModelEntry:
+    """How the registry starts (and stops) one named model, and how far it is trusted."""
+
     start: Callable[[], Runner]
     trust: Trust = "local"
     close: Callable[[Runner], None] | None = None
@@ -56,7 +58,7 @@ class ModelRegistry:
     first turn that needs it instead of as a stuck agent.
     """
 
-    def __init__(self, entries: Mapping[str, Entry], problem: str | None = None) -> None:
+    def __init__(self, entries: Mapping[str, ModelEntry], problem: str | None = None) -> None:
         self._entries = dict(entries)
         self._runners: dict[str, Runner] = {}
         self.problem = problem
@@ -77,7 +79,7 @@ class ModelRegistry:
                 raise UnknownModelError(f"The model {name!r} cannot be loaded: {error}") from error
         return self._runners[name]
 
-    def _entry(self, name: str) -> Entry:
+    def _entry(self, name: str) -> ModelEntry:
         entry = self._entries.get(name)
         if entry is None:
             known = ", ".join(self.names())
@@ -96,12 +98,12 @@ class ModelRegistry:
         self._runners.clear()
 
 
-def worker_entry(factory: ExecutorFactory, trust: Trust = "local") -> Entry:
+def worker_entry(factory: ExecutorFactory, trust: Trust = "local") -> ModelEntry:
     def stop(runner: Runner) -> None:
         if isinstance(runner, ModelWorker):
             runner.close()
 
-    return Entry(lambda: ModelWorker(factory()), trust, stop)
+    return ModelEntry(lambda: ModelWorker(factory()), trust, stop)
 
 
 def _smollm2(settings: Settings) -> ExecutorFactory:
@@ -121,9 +123,9 @@ def _smollm2(settings: Settings) -> ExecutorFactory:
 
 def remote_entries(
     models: Mapping[str, RemoteModel], client: httpx.AsyncClient
-) -> dict[str, Entry]:
-    def entry(name: str, config: RemoteModel) -> Entry:
-        return Entry(lambda: RemoteExecutor(name, config, client), config.trust)
+) -> dict[str, ModelEntry]:
+    def entry(name: str, config: RemoteModel) -> ModelEntry:
+        return ModelEntry(lambda: RemoteExecutor(name, config, client), config.trust)
 
     return {name: entry(name, config) for name, config in models.items()}
 
@@ -155,7 +157,7 @@ def default_models(
 
 
 def _check_names(
-    path: object, remote: Mapping[str, RemoteModel], known: Mapping[str, Entry]
+    path: object, remote: Mapping[str, RemoteModel], known: Mapping[str, ModelEntry]
 ) -> None:
     for name in remote:
         if name in known:

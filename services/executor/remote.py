@@ -26,7 +26,7 @@ from services.executor.chat_api import (
 )
 from services.executor.config import RemoteModel, api_key
 from services.executor.protocol import TextSink, discard
-from services.executor.timing import Clock
+from services.executor.timing import Stopwatch
 
 Cancelled = Callable[[], Awaitable[object]]
 
@@ -78,7 +78,7 @@ class RemoteExecutor:
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
         timeout = httpx.Timeout(self._config.timeout, connect=min(self._config.timeout, 10.0))
-        clock = Clock()
+        clock = Stopwatch()
         try:
             async with self._client.stream(
                 "POST", self._url, content=json.dumps(body), headers=headers, timeout=timeout
@@ -113,7 +113,7 @@ class RemoteExecutor:
         )
 
     async def _read(
-        self, response: httpx.Response, reply: StreamedReply, on_text: TextSink, clock: Clock
+        self, response: httpx.Response, reply: StreamedReply, on_text: TextSink, clock: Stopwatch
     ) -> None:
         if response.headers.get("content-type", "").startswith("application/json"):
             await self._read_whole(response, reply, on_text, clock)
@@ -140,7 +140,7 @@ class RemoteExecutor:
             raise ModelError(f"The model {self.name!r} ended its stream before the reply was done.")
 
     async def _read_whole(
-        self, response: httpx.Response, reply: StreamedReply, on_text: TextSink, clock: Clock
+        self, response: httpx.Response, reply: StreamedReply, on_text: TextSink, clock: Stopwatch
     ) -> None:
         """A reply that was not streamed (asked so, or a server that ignores `stream`)."""
         text = reply.add_whole(await _whole_body(response, self.name))

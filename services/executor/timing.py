@@ -7,7 +7,7 @@ import time
 from schemas.model import Timing
 
 
-class Clock:
+class Stopwatch:
     """Started when the model starts on a call (after any queue); told of each token."""
 
     def __init__(self) -> None:

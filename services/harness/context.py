@@ -143,7 +143,7 @@ def folds_message(blocks: Sequence[FoldBlock]) -> ChatMessage | None:
     return ChatMessage(role="system", content="\n\n".join([FOLDS_HEADER, *lines]))
 
 
-class Entry(msgspec.Struct, frozen=True):
+class HistoryEntry(msgspec.Struct, frozen=True):
     """A message of the history, with the turn it belongs to and its index there (a
     struct, quick to make: a wake makes one per message shown)."""
 
@@ -158,7 +158,7 @@ class Shown:
     (and again when a fold moves past some of it), not at every round."""
 
     segments: tuple[Segment, ...]
-    entries: tuple[Entry, ...]
+    entries: tuple[HistoryEntry, ...]
     sizes: tuple[int, ...]
     """Characters each segment takes in the prompt."""
     longest: int
@@ -178,7 +178,7 @@ class Shown:
 
 
 def shown_history(segments: tuple[Segment, ...]) -> Shown:
-    entries: list[Entry] = []
+    entries: list[HistoryEntry] = []
     sizes: list[int] = []
     counts: dict[int, int] = {}
     for segment in segments:
@@ -187,7 +187,7 @@ def shown_history(segments: tuple[Segment, ...]) -> Shown:
         counts[segment.turn] = first + len(segment.messages)
         size = 0
         for index, message in shown_messages(segment):
-            entries.append(Entry(segment.turn, first + index, message))
+            entries.append(HistoryEntry(segment.turn, first + index, message))
             size += message_chars(message)
         sizes.append(size)
     longest = max((len(e.message.content) for e in entries), default=0)
@@ -329,14 +329,14 @@ def cut_marker(total: int, shown: int, turn: int, index: int) -> str:
     )
 
 
-def _entries(layers: Layers) -> list[Entry]:
+def _entries(layers: Layers) -> list[HistoryEntry]:
     return [
         *layers.recent.entries,
-        *(Entry(layers.turn, i, m) for i, m in enumerate(layers.current.messages)),
+        *(HistoryEntry(layers.turn, i, m) for i, m in enumerate(layers.current.messages)),
     ]
 
 
-def _cut(entry: Entry, shown: int) -> ChatMessage:
+def _cut(entry: HistoryEntry, shown: int) -> ChatMessage:
     content = entry.message.content
     if len(content) <= shown:
         return entry.message

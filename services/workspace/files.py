@@ -81,15 +81,17 @@ def existing_workspace(home: Path, address: str) -> Path | None:
 
 
 @dataclass(frozen=True)
-class Entry:
+class FileStat:
+    """What tells a changed file from an unchanged one between two snapshots."""
+
     size: int
     mtime_ns: int
     inode: int
 
 
-def snapshot(root: Path) -> dict[str, Entry]:
+def snapshot(root: Path) -> dict[str, FileStat]:
     """Every regular file under `root`, by relative path; symlinks are not followed."""
-    found: dict[str, Entry] = {}
+    found: dict[str, FileStat] = {}
     for folder, _dirs, files in os.walk(root):
         for name in files:
             path = Path(folder) / name
@@ -99,11 +101,11 @@ def snapshot(root: Path) -> dict[str, Entry]:
                 continue
             if stat.S_ISREG(info.st_mode):
                 relative = path.relative_to(root).as_posix()
-                found[relative] = Entry(info.st_size, info.st_mtime_ns, info.st_ino)
+                found[relative] = FileStat(info.st_size, info.st_mtime_ns, info.st_ino)
     return found
 
 
-def changed(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
+def changed(before: dict[str, FileStat], after: dict[str, FileStat]) -> list[str]:
     return sorted(path for path, entry in after.items() if before.get(path) != entry)
 
 
