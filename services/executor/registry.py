@@ -13,11 +13,12 @@ import httpx
 from schemas.model import ModelReply, ModelRequest
 from services.config import model_file, plugin
 from services.executor.config import ModelConfigError, RemoteModel, Trust, load_models_file
+from services.executor.errors import public
 from services.executor.protocol import ModelExecutor, TextSink
 from services.executor.remote import RemoteExecutor
 from services.executor.scripted import DirectiveExecutor
 from services.executor.worker import ModelWorker
-from services.settings import Settings
+from services.settings import ConfigError, Settings
 
 ExecutorFactory = Callable[[], ModelExecutor]
 """What a `MODELS` mapping holds: a blocking executor, run on its own worker thread."""
@@ -61,7 +62,8 @@ class ModelRegistry:
     def __init__(self, entries: Mapping[str, ModelEntry], problem: str | None = None) -> None:
         self._entries = dict(entries)
         self._runners: dict[str, Runner] = {}
-        self.problem = problem
+        self.problem = public(problem) if problem else problem
+        """Shown to whoever asks for a model (no file path, no credential)."""
 
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self._entries))
@@ -75,8 +77,16 @@ class ModelRegistry:
                 self._runners[name] = self._entry(name).start()
             except UnknownModelError:
                 raise
-            except Exception as error:  # any load failure ends the turn, with its sentence
-                raise UnknownModelError(f"The model {name!r} cannot be loaded: {error}") from error
+            except ConfigError as error:  # our own sentence: it says what to do
+                raise UnknownModelError(
+                    f"The model {name!r} cannot be loaded: {public(str(error))}"
+                ) from error
+            except Exception as error:  # any load failure ends the turn, with a sentence
+                log.exception("The model %s cannot be loaded", name)
+                raise UnknownModelError(
+                    f"The model {name!r} cannot be loaded: its file is missing or is not a "
+                    "model this execution plane can run (its log says more)."
+                ) from error
         return self._runners[name]
 
     def _entry(self, name: str) -> ModelEntry:

@@ -25,6 +25,7 @@ from services.executor.chat_api import (
     sse_data,
 )
 from services.executor.config import RemoteModel, api_key
+from services.executor.errors import public, public_url
 from services.executor.protocol import TextSink, discard
 from services.executor.timing import Stopwatch
 
@@ -39,6 +40,8 @@ class RemoteExecutor:
         self._config = config
         self._client = client
         self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._where = public_url(config.base_url)
+        """Where the server is, as errors may say it: no credentials, no query."""
 
     async def generate(
         self,
@@ -67,7 +70,7 @@ class RemoteExecutor:
         try:
             return stream.result()
         except ModelError as error:
-            raise ModelError(_redacted(str(error), key)) from None
+            raise ModelError(public(str(error), (key,) if key else ())) from None
 
     async def _stream(
         self, request: ModelRequest, key: str | None, reply: StreamedReply, on_text: TextSink
@@ -87,12 +90,12 @@ class RemoteExecutor:
                 await self._read(response, reply, on_text, clock)
         except httpx.TimeoutException as error:
             raise ModelError(
-                f"The model {self.name!r} at {self._config.base_url} sent nothing for "
-                f"{self._config.timeout:g} s ({type(error).__name__})."
+                f"The model {self.name!r} at {self._where} sent nothing for "
+                f"{self._config.timeout:g} s ({_describe(error)})."
             ) from None
         except httpx.HTTPError as error:
             raise ModelError(
-                f"The model {self.name!r} could not be reached at {self._config.base_url}, or "
+                f"The model {self.name!r} could not be reached at {self._where}, or "
                 f"it closed the connection mid-reply: {_describe(error)}."
             ) from None
         result = reply.reply(request)
@@ -108,7 +111,7 @@ class RemoteExecutor:
             return
         said = error_message((await response.aread())[:4096])
         raise ModelError(
-            f"The model {self.name!r} at {self._config.base_url} answered "
+            f"The model {self.name!r} at {self._where} answered "
             f"{response.status_code} {response.reason_phrase}: {said}"
         )
 
@@ -159,10 +162,19 @@ async def _whole_body(response: httpx.Response, name: str) -> dict[str, Any]:
     return body
 
 
+_FAILURES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (httpx.ConnectTimeout, "connecting timed out"),
+    (httpx.ReadTimeout, "waiting for its answer timed out"),
+    (httpx.TimeoutException, "the request timed out"),
+    (httpx.ConnectError, "the connection was refused or the host is unknown"),
+    (httpx.RemoteProtocolError, "the server broke off or answered outside HTTP"),
+    (httpx.ReadError, "the connection broke while reading"),
+    (httpx.WriteError, "the connection broke while sending"),
+    (httpx.UnsupportedProtocol, "its URL is not http:// or https://"),
+    (httpx.TooManyRedirects, "it redirected too often"),
+)
+
+
 def _describe(error: httpx.HTTPError) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _redacted(text: str, key: str | None) -> str:
-    return text.replace(key, "[api key]") if key else text
+    """What went wrong, as a phrase of ours: an exception's own text is the library's."""
+    return next((said for kind, said in _FAILURES if isinstance(error, kind)), "the request failed")

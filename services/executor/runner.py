@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Iterable
 
@@ -27,9 +28,12 @@ from schemas.model import Fallback, ModelReply, ModelRequest
 from services.durable import CANCELLED, Cancelled, StepRefusedError, cancellable_step
 from services.executor.chat_api import ModelError
 from services.executor.config import ModelConfigError
+from services.executor.errors import for_log, public
 from services.executor.live import LiveText, Post
 from services.executor.protocol import discard
 from services.executor.registry import ModelRegistry, UnknownModelError
+
+log = logging.getLogger(__name__)
 
 FINAL_PUSH_SECONDS = 1.0
 MODEL_FAILED = 502
@@ -60,9 +64,10 @@ class ModelRunner:
             except restate.TerminalError as error:
                 if error.status_code == CANCELLED:
                     raise
-                self._give_up(fallbacks, error, following, local_only=local_only)
+                reason = public(error.message)
+                self._give_up(fallbacks, reason, following, local_only=local_only)
                 assert following is not None
-                fallbacks.append(Fallback(name, following, error.message))
+                fallbacks.append(Fallback(name, following, reason))
                 continue
             return msgspec.structs.replace(reply, model=name, fallbacks=tuple(fallbacks))
         raise AssertionError("a chain has at least one model")  # pragma: no cover
@@ -73,7 +78,7 @@ class ModelRunner:
         try:
             trust = [self._models.trust(name) for name in chain]
         except UnknownModelError as error:
-            raise restate.TerminalError(str(error), status_code=404) from error
+            raise restate.TerminalError(public(str(error)), status_code=404) from error
         if local_only and trust[0] == "external":
             raise restate.TerminalError(
                 f"The model {chain[0]!r} is external, and this agent runs only on local "
@@ -85,23 +90,21 @@ class ModelRunner:
     def _give_up(
         self,
         fallbacks: list[Fallback],
-        error: restate.TerminalError,
+        reason: str,
         following: str | None,
         *,
         local_only: bool,
     ) -> None:
         """Raise when the round cannot go on to `following`."""
         if following is None:
-            raise restate.TerminalError(
-                _history(fallbacks, error.message), status_code=MODEL_FAILED
-            ) from error
+            raise restate.TerminalError(_history(fallbacks, reason), status_code=MODEL_FAILED)
         if local_only and self._models.trust(following) == "external":
             raise restate.TerminalError(
-                _history(fallbacks, error.message) + f" Its fallback {following!r} is "
+                _history(fallbacks, reason) + f" Its fallback {following!r} is "
                 "external, and this agent runs only on local models, so the round was not "
                 "tried on it.",
                 status_code=MODEL_FAILED,
-            ) from error
+            )
 
     async def _attempt(self, ctx: restate.Context, name: str, request: ModelRequest) -> ModelReply:
         return await cancellable_step(
@@ -123,9 +126,10 @@ class ModelRunner:
                 request, cancelled, on_text=text.write if text is not None else discard
             )
         except UnknownModelError as error:
-            raise StepRefusedError(404, str(error)) from error
+            raise StepRefusedError(404, public(str(error))) from error
         except (ModelError, ModelConfigError, ValueError) as error:
-            raise StepRefusedError(MODEL_FAILED, str(error)) from error
+            log.warning("The model %s failed: %s", name, for_log(str(error)))
+            raise StepRefusedError(MODEL_FAILED, public(str(error))) from error
         finally:
             if pusher is not None:
                 pusher.cancel()

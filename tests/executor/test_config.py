@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from services.executor.config import ModelConfigError, RemoteModel, api_key, load_models_file
-from services.executor.registry import default_models
+from services.executor.protocol import ModelExecutor
+from services.executor.registry import (
+    ModelRegistry,
+    UnknownModelError,
+    default_models,
+    worker_entry,
+)
 from services.settings import Settings
 
 GOOD = """
@@ -102,3 +108,26 @@ def test_a_models_file_may_not_take_a_built_in_name(tmp_path: Path) -> None:
 def test_the_scripted_model_is_offered_only_when_enabled(tmp_path: Path) -> None:
     assert "script" not in default_models(Settings(home=tmp_path)).names()
     assert "script" in default_models(Settings(home=tmp_path, scripted_model=True)).names()
+
+
+def test_what_users_read_of_a_bad_models_file_names_no_path(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, models_file=write(tmp_path, "[models.a\n"))
+    models = default_models(settings)
+    assert models.problem is not None
+    assert models.problem.startswith("The models file [a path on the execution plane] is malformed")
+    assert str(tmp_path) not in models.problem
+
+
+def test_a_model_that_cannot_load_says_so_without_its_path_or_the_librarys_words(
+    tmp_path: Path,
+) -> None:
+    def broken() -> ModelExecutor:
+        raise ValueError(f"Failed to load model from file: {tmp_path}/models/x.gguf")
+
+    models = ModelRegistry({"x": worker_entry(broken)})
+    with pytest.raises(UnknownModelError) as raised:
+        models.runner("x")
+    sentence = str(raised.value)
+    assert sentence.startswith("The model 'x' cannot be loaded: its file is missing or is not")
+    assert str(tmp_path) not in sentence
+    assert "Failed to load" not in sentence

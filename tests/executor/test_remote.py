@@ -94,7 +94,9 @@ def test_a_silent_server_is_a_timeout_sentence(monkeypatch: pytest.MonkeyPatch) 
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
 
-    with pytest.raises(ModelError, match=r"sent nothing for 5 s \(ReadTimeout\)"):
+    with pytest.raises(
+        ModelError, match=r"sent nothing for 5 s \(waiting for its answer timed out\)"
+    ):
         run(executor(handler, monkeypatch, timeout=5))
 
 
@@ -154,3 +156,40 @@ def test_when_the_attempt_ends_the_stream_is_closed(monkeypatch: pytest.MonkeyPa
     reply = asyncio.run(scenario())
     assert reply.finish_reason == "cancelled"
     assert reply.message.content.startswith("word word")
+
+
+def test_errors_show_neither_the_urls_credentials_nor_what_the_server_echoed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    said = f"no access for {KEY} to /srv/models/private.gguf (see https://u:pw@auth.test/?t=1)"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.username == "user"  # the credentials still reach the server
+        return httpx.Response(403, json={"error": {"message": said}})
+
+    monkeypatch.setenv("TEST_REMOTE_KEY", KEY)
+    settings = RemoteModel(
+        "https://user:s3cret-pass@models.test/v1?token=q-secret", "m", api_key_env="TEST_REMOTE_KEY"
+    )
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    with pytest.raises(ModelError) as raised:
+        run(RemoteExecutor("remote", settings, client))
+    sentence = str(raised.value)
+    assert sentence.startswith("The model 'remote' at https://models.test/v1 answered 403")
+    for secret in (KEY, "s3cret-pass", "q-secret", "pw@", "/srv/models"):
+        assert secret not in sentence
+
+
+def test_a_connection_failure_is_our_sentence_not_the_librarys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    with pytest.raises(ModelError) as raised:
+        run(executor(handler, monkeypatch))
+    assert str(raised.value).endswith(
+        "it closed the connection mid-reply: the connection was refused or the host is unknown."
+    )
+    assert "Errno" not in str(raised.value)
+    assert "ConnectError" not in str(raised.value)
