@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schemas.events import (
+    BODY_TAGS,
     ApprovalAbandoned,
     ApprovalAnswered,
     ApprovalRefused,
@@ -17,6 +18,7 @@ from schemas.events import (
     ContextFolded,
     Event,
     MessageQueued,
+    ModelFallback,
     ModelMessage,
     StopRefused,
     ToolCalled,
@@ -36,7 +38,14 @@ def short(text: str, width: int = WIDTH) -> str:
 
 
 def describe(event: Event) -> str:
-    return f"  #{event.seq:<4} {_WORDS[type(event.body)](event, event.body)}"
+    """One line for any event; a body this CLI has no words for (a newer stack's) is shown
+    by its tag rather than failing the command."""
+    words = _WORDS.get(type(event.body), _unnamed)
+    return f"  #{event.seq:<4} {words(event, event.body)}"
+
+
+def _unnamed(event: Event, body: Any) -> str:
+    return BODY_TAGS.get(type(body), "an event this version of teaspill cannot show")
 
 
 def _arguments(arguments: dict[str, Any]) -> str:
@@ -56,6 +65,9 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     TurnStarted: lambda e, b: f"turn {e.turn} started: {short(b.text)}",
     MessageQueued: lambda e, b: f"queued behind turn {e.turn}: {short(b.text)}",
     ModelMessage: lambda e, b: _model(b),
+    ModelFallback: lambda e, b: (
+        f"{b.model} failed, the round starts again on {b.next}: {short(b.reason)}"
+    ),
     ToolCalled: lambda e, b: f"calls {b.name}({_arguments(b.arguments)})",
     ToolFinished: lambda e, b: f"{b.name} → {b.status}: {short(b.content)}",
     ArtifactWritten: lambda e, b: f"wrote {b.path} ({b.size} bytes, sha256 {b.sha256[:12]})",
