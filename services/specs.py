@@ -1,7 +1,8 @@
 """Agent specs checked in one place, whoever sends them: a spec file the CLI reads, the
 body of `POST /v1/specs`, a publish or an inline spec through Restate ingress.
 
-A spec is refused with one sentence naming where it came from and the field: unknown
+A spec is refused with a sentence naming where it came from and each field at fault (every
+problem of one spec at once, so three typos take one fix, not three publishes): unknown
 fields (with the closest known one), a `version` (publishing assigns it), a kind that is
 not a name, limits outside their documented bounds (`schemas.spec.LIMIT_BOUNDS`), values
 of the wrong JSON type (no coercion: `"yes"` is not a boolean), and, when the deployment's
@@ -34,11 +35,32 @@ from schemas.spec import (
 
 
 class SpecError(ValueError):
-    """A spec that is refused; `field` is the dotted name of the field at fault."""
+    """A spec that is refused; `field` is the dotted name of the (first) field at fault."""
 
     def __init__(self, source: str, problem: str, field: str | None = None) -> None:
         super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
         self.field = field
+
+
+class _Problems:
+    """The problems one spec has, gathered so that all of them are reported at once."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.found: list[SpecError] = []
+
+    def add(self, problem: str, field: str | None = None) -> None:
+        self.found.append(SpecError(self.source, problem, field))
+
+    def raise_any(self) -> None:
+        if not self.found:
+            return
+        if len(self.found) == 1:
+            raise self.found[0]
+        listed = " ".join(f"({n}) {e.problem}" for n, e in enumerate(self.found, start=1))
+        raise SpecError(self.source, f"{len(self.found)} problems. {listed}", self.found[0].field)
 
 
 @dataclass(frozen=True)
@@ -69,21 +91,33 @@ def parse_spec(
     and the tenant, the workspace is checked against the operator's policy too."""
     if not isinstance(raw, dict):
         raise SpecError(source, "a spec must be an object (a table) of fields, such as kind.")
-    _known_fields(raw, AgentSpec, "", source)
+    problems = _Problems(source)
+    _known_fields(raw, AgentSpec, "", problems)
     version = raw.get("version", 0)
     if version != 0 or type(version) is not int:
-        raise SpecError(
-            source,
+        problems.add(
             f"field 'version' ({version!r}) cannot be set: publishing numbers the versions of "
             "a kind 1, 2, 3... by itself, and a turn runs the newest one. Leave it out.",
             "version",
         )
     limits = raw.get("limits")
     if isinstance(limits, dict):
-        _known_fields(limits, Limits, "limits.", source)
-        _limits_in_bounds(limits, source)
-    spec = _convert(raw, source)
-    check_spec(spec, source, offer, tenant)
+        _known_fields(limits, Limits, "limits.", problems)
+        _limits_in_bounds(limits, problems)
+    # Decoding needs the fields above to be right: decode what is known of the rest.
+    known = {k: v for k, v in raw.items() if k in AgentSpec.__struct_fields__ and k != "version"}
+    if isinstance(limits, dict):
+        refused = {problem.field for problem in problems.found}
+        known["limits"] = {
+            k: v
+            for k, v in limits.items()
+            if k in Limits.__struct_fields__ and f"limits.{k}" not in refused
+        }
+    spec = _convert(known, problems)
+    if spec is not None:
+        _check(spec, offer, tenant, problems, bounds=not isinstance(limits, dict))
+    problems.raise_any()
+    assert spec is not None
     return spec
 
 
@@ -92,62 +126,73 @@ def check_spec(
 ) -> None:
     """The checks a decoded spec still needs: its kind, sizes, bounds and names, and (with
     an offer and the tenant) the operator's workspace policy."""
+    problems = _Problems(source)
+    _check(spec, offer, tenant, problems, bounds=True)
+    problems.raise_any()
+
+
+def _check(
+    spec: AgentSpec,
+    offer: Offer | None,
+    tenant: str | None,
+    problems: _Problems,
+    *,
+    bounds: bool,
+) -> None:
     if not re.fullmatch(KIND_PATTERN, spec.kind):
-        raise SpecError(
-            source, f"field 'kind' ({spec.kind!r}) must be 1 to 48 of A-Z a-z 0-9 - _.", "kind"
-        )
+        problems.add(f"field 'kind' ({spec.kind!r}) must be 1 to 48 of A-Z a-z 0-9 - _.", "kind")
     if len(spec.instructions) > MAX_INSTRUCTIONS:
-        raise SpecError(
-            source,
+        problems.add(
             f"field 'instructions' is {len(spec.instructions)} characters; at most "
             f"{MAX_INSTRUCTIONS} are accepted.",
             "instructions",
         )
-    _limits_in_bounds(msgspec.structs.asdict(spec.limits), source)
+    if bounds:
+        _limits_in_bounds(msgspec.structs.asdict(spec.limits), problems)
     if offer is not None:
-        _offered(spec, offer, source)
+        _offered(spec, offer, problems)
         refused = workspace_refusal(spec.workspace, tenant, offer.sandbox) if tenant else ""
         if refused:
-            raise SpecError(source, refused, "workspace")
+            problems.add(refused, "workspace")
 
 
 def _known_fields(
-    raw: dict[str, Any], type_: type[msgspec.Struct], prefix: str, source: str
+    raw: dict[str, Any], type_: type[msgspec.Struct], prefix: str, problems: _Problems
 ) -> None:
     known = sorted(f.name for f in msgspec.structs.fields(type_) if f.name != "version")
     for name in sorted(set(raw) - {*known, "version"}):
         close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
         hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
         what = "Limits are" if prefix else "A spec has"
-        raise SpecError(
-            source,
+        problems.add(
             f"unknown field '{prefix}{name}'.{hint} {what}: {', '.join(known)}.",
             f"{prefix}{name}",
         )
 
 
-def _limits_in_bounds(limits: dict[str, Any], source: str) -> None:
+def _limits_in_bounds(limits: dict[str, Any], problems: _Problems) -> None:
     for name, value in limits.items():
+        if name not in LIMIT_BOUNDS:
+            continue
         low, high = LIMIT_BOUNDS[name]
         whole = name in WHOLE_LIMITS
         number = type(value) is int or (type(value) is float and not whole)
         if not number or not low <= value <= high:
             kind = "a whole number" if whole else "a number"
-            raise SpecError(
-                source,
+            problems.add(
                 f"field 'limits.{name}' is {value!r}; it must be {kind} from {low:g} to {high:g}.",
                 f"limits.{name}",
             )
 
 
-def _offered(spec: AgentSpec, offer: Offer, source: str) -> None:
+def _offered(spec: AgentSpec, offer: Offer, problems: _Problems) -> None:
     for field, name in [("model", spec.model), *(("fallback", f) for f in spec.fallback)]:
         if name not in offer.models:
             absent = _absent(field, "model", name, offer.models)
-            raise SpecError(source, f"{absent} {offer.problem}".rstrip(), field)
+            problems.add(f"{absent} {offer.problem}".rstrip(), field)
     for name in grants(spec):
         if name not in offer.tools:
-            raise SpecError(source, _absent("tools", "tool", name, offer.tools), "tools")
+            problems.add(_absent("tools", "tool", name, offer.tools), "tools")
 
 
 def _absent(field: str, what: str, name: str, offered: tuple[str, ...]) -> str:
@@ -162,7 +207,9 @@ def _closest(name: str, names: tuple[str, ...]) -> str:
     return f"; did you mean {close[0]!r}?" if close else "."
 
 
-def _convert(raw: dict[str, Any], source: str) -> AgentSpec:
+def _convert(raw: dict[str, Any], problems: _Problems) -> AgentSpec | None:
+    """The spec, or None with the first value of the wrong type added to `problems` (the
+    decoder stops at the first one)."""
     try:
         return msgspec.convert(raw, type=AgentSpec)
     except msgspec.ValidationError as error:
@@ -171,7 +218,8 @@ def _convert(raw: dict[str, Any], source: str) -> AgentSpec:
         said = f"field '{field}': {problem}." if field else f"{problem}."
         if field == "tools":
             said += " Tools are a list of names, or a table of names to allow, ask or deny."
-        raise SpecError(source, said, field) from error
+        problems.add(said, field)
+        return None
 
 
 def _parse(path: Path, text: str) -> Any:

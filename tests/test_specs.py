@@ -107,7 +107,13 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("text", "says"), MISTAKES)
+OFFERED = ("this deployment has no", "no model '")
+"""Mistakes only the deployment's offer shows: the CLI asks the deployment for it."""
+
+
+@pytest.mark.parametrize(
+    ("text", "says"), [m for m in MISTAKES if not any(word in m[1] for word in OFFERED)]
+)
 @pytest.mark.parametrize("command", ["publish", "send"])
 def test_the_cli_prints_the_sentence_and_sends_nothing(
     offline: Path, capsys: pytest.CaptureFixture[str], text: str, says: str, command: str
@@ -124,3 +130,43 @@ def test_the_cli_prints_the_sentence_and_sends_nothing(
     assert err.startswith(f"teaspill: The spec file {path}: ")
     assert says in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["publish", "send"])
+def test_the_cli_says_plainly_when_it_could_not_ask_the_deployment(
+    offline: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Its own shell's settings say nothing of the deployment's models: it does not guess."""
+    path = offline / "t.toml"
+    path.write_text(GOOD)
+    argv = {
+        "publish": ["specs", "publish", "acme", str(path)],
+        "send": ["send", "acme.x", "hi", "--spec", str(path)],
+    }[command]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("teaspill: Could not ask the deployment which models and tools")
+    assert "is the stack running?" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_every_problem_of_one_spec_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        'kind = "x"\ninstructions = "y"\nmodle = "script"\nfallback = ["smolm2"]\n'
+        'tools = ["nosuchtool"]\n[limits]\nmax_rounds = 0\nmax_round = 3\n'
+    )
+    with pytest.raises(SpecError) as refused:
+        load_spec(path, OFFER)
+    said = str(refused.value)
+    assert said.startswith(f"The spec file {path}: 5 problems. (1) unknown field 'modle'.")
+    for part in (
+        "(2) unknown field 'limits.max_round'",
+        "(3) field 'limits.max_rounds' is 0",
+        "(4) field 'fallback': this deployment has no model 'smolm2'",
+        "(5) field 'tools': this deployment has no tool 'nosuchtool'",
+    ):
+        assert part in said
+    assert refused.value.field == "modle"
+    assert "\n" not in said
