@@ -28,6 +28,9 @@ class ApiKey(msgspec.Struct, frozen=True):
     hash: str
     created_at: datetime
     revoked_at: datetime | None = None
+    name: str = ""
+    """What the key is for, in its maker's words ("ci", "alice"): approvals and the console
+    show it."""
 
 
 class SpecQuery(msgspec.Struct, frozen=True):
@@ -48,6 +51,18 @@ class SpecVersions(msgspec.Struct, frozen=True):
     """Every published version of one kind (or of all kinds), oldest first."""
 
     versions: tuple[PublishedSpec, ...] = ()
+
+
+class Offered(msgspec.Struct, frozen=True):
+    """The model and tool names the deployment's published specs may use: the names the
+    Tenant object checks a publish against."""
+
+    models: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    problem: str = ""
+    """Why some models are missing (a models file that cannot be used), or empty."""
+    known: bool = True
+    """False when the deployment was started without an offer: names are not checked."""
 
 
 class Keys(msgspec.Struct, frozen=True):

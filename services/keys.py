@@ -21,10 +21,23 @@ def hash_key(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
-def new_key(tenant: str, scope: Scope, now: datetime) -> tuple[str, ApiKey]:
+NAME_PATTERN = r"^[A-Za-z0-9 ._@-]{0,60}$"
+"""A key's name: a few words a person can read, nothing that needs escaping."""
+
+
+def new_key(tenant: str, scope: Scope, now: datetime, name: str = "") -> tuple[str, ApiKey]:
     key_id = secrets.token_hex(6)
     plaintext = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
-    return plaintext, ApiKey(key_id, tenant, scope, hash_key(plaintext), now)
+    return plaintext, ApiKey(key_id, tenant, scope, hash_key(plaintext), now, name=name)
+
+
+def valid_name(name: str) -> bool:
+    return re.match(NAME_PATTERN, name) is not None
+
+
+def signature(key_id: str, name: str) -> str:
+    """How an answer's author is shown: the key's name and id, or its id alone."""
+    return f"{name} ({key_id})" if name else key_id
 
 
 def well_formed(plaintext: str) -> bool:

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.tenant import Scope as KeyScope
-from services.gateway.errors import ApiError, send_error, unknown_agent
+from services.gateway.errors import ApiError, other_tenant, send_error
 from services.gateway.reader import ProjectionReader
 from services.keys import allows, hash_key, well_formed
 
@@ -41,6 +41,7 @@ class Principal:
     tenant: str
     scope: KeyScope
     key_id: str
+    key_name: str = ""
 
 
 def needs_key(path: str) -> bool:
@@ -63,7 +64,7 @@ async def authenticate(projection: ProjectionReader, header: str | None) -> Prin
         raise ApiError(401, "unknown API key", CHALLENGE)
     if key.revoked_at is not None:
         raise ApiError(401, f"API key {key.id} was revoked", CHALLENGE)
-    return Principal(key.tenant, key.scope, key.id)
+    return Principal(key.tenant, key.scope, key.id, key.name)
 
 
 class AuthMiddleware:
@@ -142,7 +143,7 @@ def owned(needed: KeyScope) -> Callable[[Principal, str], Owned]:
         except InvalidAddressError as error:
             raise ApiError(400, str(error)) from error
         if parsed.tenant != caller.tenant:
-            raise unknown_agent(address)
+            raise other_tenant(address, caller.tenant)
         return Owned(require(needed)(caller), address)
 
     return dependency

@@ -20,6 +20,7 @@ from services.gateway.models import ApprovalAccepted, ApprovalIn, StopAccepted
 from services.gateway.openapi import errors
 from services.gateway.routes_timeline import known
 from services.gateway.runtime import Runtime, runtime
+from services.keys import signature
 from services.projection.store import ApprovalRow
 
 router = APIRouter(tags=["control"])
@@ -47,7 +48,12 @@ async def answer_approval(
     row = await known(rt, agent.address)
     story = await rt.projection.read(lambda store: store.approval(agent.address, request_id))
     _check_answerable(agent.address, request_id, story)
-    wake = Approval(request_id, answer.approve, answer.note, by=agent.caller.key_id)
+    wake = Approval(
+        request_id,
+        answer.approve,
+        answer.note,
+        by=signature(agent.caller.key_id, agent.caller.key_name),
+    )
     invocation = await rt.ingress.answer(agent.address, wake, answer_key(wake))
     after = row.last_seq if row is not None else 0
     return ApprovalAccepted(

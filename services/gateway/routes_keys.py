@@ -22,7 +22,9 @@ KeyId = Annotated[str, Path(pattern=r"^[a-z0-9]{1,40}$", description="The key's 
 @router.get("/v1/me", responses=errors(401, 503))
 async def me(caller: Annotated[Principal, Depends(require("read"))]) -> MeOut:
     """The calling key: its tenant, scope and id (a UI shows only what the scope allows)."""
-    return MeOut(tenant=caller.tenant, scope=caller.scope, key_id=caller.key_id)
+    return MeOut(
+        tenant=caller.tenant, scope=caller.scope, key_id=caller.key_id, key_name=caller.key_name
+    )
 
 
 @router.get("/v1/keys", responses=errors(401, 403, 503))
@@ -38,7 +40,8 @@ async def create_key(
 ) -> KeyCreated:
     """Make a key for the caller's tenant. Its plaintext is in this answer only; it works
     once the projection has it (within a second or so)."""
-    plaintext, key = new_key(caller.tenant, wanted.scope, datetime.now(UTC))  # noqa: TID251 - not durable
+    now = datetime.now(UTC)  # noqa: TID251 - not durable
+    plaintext, key = new_key(caller.tenant, wanted.scope, now, wanted.name)
     added = await rt.ingress.add_key(key)
     return KeyCreated(key=plaintext, info=key_out(added))
 
@@ -59,4 +62,5 @@ def key_out(key: ApiKey) -> KeyOut:
         scope=key.scope,
         created_at=key.created_at.isoformat(),
         revoked_at=revoked,
+        name=key.name,
     )

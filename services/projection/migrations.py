@@ -63,4 +63,8 @@ MIGRATIONS: tuple[str, ...] = (
         ended_seq = coalesce((select max(seq) from events e where e.agent = agents.address
             and e.type = 'turn_ended'), 0);
     """,
+    # A key's name, which approvals and the console show.
+    """
+    alter table keys add column name text not null default '';
+    """,
 )

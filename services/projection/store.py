@@ -69,8 +69,8 @@ _INSERT_SPECS = (
     " on conflict do nothing"
 )
 _UPSERT_KEYS = (
-    "insert into keys (id, tenant, scope, hash, created_at, revoked_at)"
-    " values (?, ?, ?, ?, ?, ?) on conflict (id) do update set"
+    "insert into keys (id, tenant, scope, hash, created_at, revoked_at, name)"
+    " values (?, ?, ?, ?, ?, ?, ?) on conflict (id) do update set"
     " revoked_at = coalesce(keys.revoked_at, excluded.revoked_at)"
 )
 
@@ -245,14 +245,14 @@ class ProjectionStore:
 
     async def key_by_hash(self, hash_: str) -> ApiKey | None:
         row = await self._one_or_none(
-            "select id, tenant, scope, hash, created_at, revoked_at from keys where hash = ?",
+            "select id, tenant, scope, hash, created_at, revoked_at, name from keys where hash = ?",
             hash_,
         )
         return _key(tuple(row)) if row else None
 
     async def keys(self, tenant: str | None = None) -> list[ApiKey]:
         cursor = await self._db.execute(
-            "select id, tenant, scope, hash, created_at, revoked_at from keys"
+            "select id, tenant, scope, hash, created_at, revoked_at, name from keys"
             " where ? is null or tenant = ? order by created_at, id",
             (tenant, tenant),
         )
@@ -317,7 +317,7 @@ def _spec_rows(specs: Sequence[PublishedSpec]) -> list[tuple[Any, ...]]:
 def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
     return [
         (k.id, k.tenant, k.scope, k.hash, k.created_at.isoformat(),
-         k.revoked_at.isoformat() if k.revoked_at else None)
+         k.revoked_at.isoformat() if k.revoked_at else None, k.name)
         for k in keys
     ]  # fmt: skip
 
@@ -327,5 +327,6 @@ def _time(text: str) -> datetime:
 
 
 def _key(row: tuple[Any, ...]) -> ApiKey:
-    id_, tenant, scope, hash_, created, revoked = row
-    return ApiKey(id_, tenant, scope, hash_, _time(created), _time(revoked) if revoked else None)
+    id_, tenant, scope, hash_, created, revoked, name = row
+    revoked_at = _time(revoked) if revoked else None
+    return ApiKey(id_, tenant, scope, hash_, _time(created), revoked_at, name=name)
