@@ -25,7 +25,16 @@ from schemas.events import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
+from schemas.tenant import (
+    ApiKey,
+    KeyRef,
+    Keys,
+    Offered,
+    PublishedSpec,
+    SpecAnswer,
+    SpecQuery,
+    SpecVersions,
+)
 from schemas.wake import WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 
@@ -77,6 +86,7 @@ SPECS = Handler(TENANT, "specs", Empty, SpecVersions)
 ADD_KEY = Handler(TENANT, "add_key", ApiKey, ApiKey)
 REVOKE_KEY = Handler(TENANT, "revoke_key", KeyRef, ApiKey)
 KEYS = Handler(TENANT, "keys", Empty, Keys)
+OFFERED = Handler(TENANT, "offered", Empty, Offered)
 
 PROJECT_EVENTS = Handler(PROJECTOR, "events", EventBatch, Empty)
 PROJECT_SPEC = Handler(PROJECTOR, "spec", PublishedSpec, Empty)

@@ -32,6 +32,7 @@ SAMPLES = {
 
 NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
+    "teaspill env": "prints the addresses a stack of this home uses, running or not",
 }
 
 
@@ -185,5 +186,5 @@ def test_the_boundary_explains_what_a_user_can_cause(
     assert "\n" not in sentence
 
 
-def test_a_bug_is_not_dressed_as_a_sentence() -> None:
+def test_a_bug_is_not_dressed_as_a_sentence_a_user_caused() -> None:
     assert explain(KeyError("spec")) is None

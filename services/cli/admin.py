@@ -11,39 +11,51 @@ from datetime import UTC, datetime
 
 from schemas.spec import AgentSpec
 from schemas.tenant import Scope
+from services.cli.errors import UsageError
+from services.cli.table import table
 from services.client import Client, KeyInfo
 from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty
 from services.ingress import Ingress
-from services.keys import new_key
+from services.keys import new_key, valid_name
 
 
-def keys_create(ingress: Ingress, tenant: str, scope: Scope) -> None:
-    plaintext, key = new_key(tenant, scope, datetime.now(UTC))
+def keys_create(ingress: Ingress, tenant: str, scope: Scope, name: str) -> None:
+    if not valid_name(name):
+        raise UsageError(
+            f"The key name {name!r} cannot be used: a name has up to 60 letters, digits, "
+            "spaces and . _ @ - only."
+        )
+    plaintext, key = new_key(tenant, scope, datetime.now(UTC), name)
     ingress.call(ADD_KEY, key, tenant)
-    print(f"Created {scope} key {key.id} for tenant {tenant}. It is shown this once:")
+    named = f" ({name})" if name else ""
+    print(f"Created {scope} key {key.id}{named} for tenant {tenant}. It is shown this once:")
     print(plaintext)
+
+
+KEY_HEADERS = ("ID", "NAME", "SCOPE", "CREATED", "STATE")
 
 
 def keys_list(client: Client, tenant: str) -> None:
     keys = client.keys()
     if not keys:
-        print(f"Tenant {tenant} has no keys.")
-    for key in keys:
-        print(_key_line(key))
+        print(f"Tenant {tenant} has no keys: `teaspill keys create {tenant}` makes one.")
+        return
+    print(table(KEY_HEADERS, [_key_row(key) for key in keys]))
 
 
 def keys_revoke(client: Client, key_id: str) -> None:
-    print(f"Revoked: {_key_line(client.revoke_key(key_id))}")
+    print("Revoked:")
+    print(table(KEY_HEADERS, [_key_row(client.revoke_key(key_id))]))
 
 
-def _key_line(key: KeyInfo) -> str:
+def _key_row(key: KeyInfo) -> tuple[str, ...]:
     created = datetime.fromisoformat(key.created_at)
     revoked = (
         f"revoked {datetime.fromisoformat(key.revoked_at):%Y-%m-%d %H:%M}"
         if key.revoked_at
         else "active"
     )
-    return f"{key.id}  {key.scope:5}  created {created:%Y-%m-%d %H:%M}  {revoked}"
+    return (key.id, key.name or "-", key.scope, f"{created:%Y-%m-%d %H:%M}", revoked)
 
 
 def specs_publish(client: Client, tenant: str, spec: AgentSpec) -> None:
@@ -54,23 +66,47 @@ def specs_publish(client: Client, tenant: str, spec: AgentSpec) -> None:
 def specs_list(client: Client, tenant: str) -> None:
     versions = client.specs()
     if not versions:
-        print(f"Tenant {tenant} has published no specs.")
-    for published in versions:
-        spec = published.spec
-        when = f"{published.published_at:%Y-%m-%d %H:%M}"
-        print(f"{spec.kind:20} v{spec.version:<4} {spec.model:10} {when}")
-
-
-def agents_list(client: Client, kind: str | None, status: str | None) -> None:
-    found = False
-    for row in client.agents(kind=kind, status=status):
-        found = True
         print(
-            f"{row.address:40} {row.kind:16} {row.status:8} turn {row.turn:<4} "
-            f"seq {row.last_seq:<6} {row.last_activity}"
+            f"Tenant {tenant} has published no specs: "
+            f"`teaspill specs publish {tenant} examples/assistant.toml` publishes one."
         )
-    if not found:
-        print("No agents yet.")
+        return
+    rows = [
+        (p.spec.kind, p.spec.version, p.spec.model, f"{p.published_at:%Y-%m-%d %H:%M}")
+        for p in versions
+    ]
+    print(table(("KIND", "VERSION", "MODEL", "PUBLISHED"), rows))
+
+
+def agents_list(client: Client, tenant: str, kind: str | None, status: str | None) -> None:
+    rows = [
+        (r.address, r.kind, r.status, r.turn, r.last_seq, r.last_activity)
+        for r in client.agents(kind=kind, status=status)
+    ]
+    if not rows:
+        which = " that match" if kind or status else ""
+        print(f"Tenant {tenant} has no agents{which} yet.")
+        return
+    print(table(("ADDRESS", "KIND", "STATUS", "TURN", "SEQ", "LAST ACTIVITY"), rows))
+
+
+def deployment(client: Client, tenant: str) -> None:
+    """What the deployment offers `tenant`, as the deployment itself says."""
+    offered = client.deployment()
+    if offered.checked:
+        print(f"Models: {', '.join(offered.models) or 'none'}")
+        print(f"Tools:  {', '.join(offered.tools) or 'none'}")
+    else:
+        print("This deployment does not check model and tool names: any spec publishes.")
+    if offered.problem:
+        print(offered.problem)
+    if not offered.kinds:
+        print(f"Kinds:  none published for {tenant} yet (`teaspill specs publish`).")
+        return
+    print(f"Kinds published for {tenant}:")
+    print(
+        table(("KIND", "VERSION", "MODEL"), [(k.kind, k.version, k.model) for k in offered.kinds])
+    )
 
 
 def projections_rebuild(ingress: Ingress) -> None:

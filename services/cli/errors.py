@@ -4,13 +4,19 @@ Every command runs inside `guarded`, so no such condition reaches the terminal a
 traceback.
 
 Each sentence says what is wrong and what to run; the exit code is 2 for input the user
-can fix (settings, arguments, spec files) and 1 for a stack that cannot do it.
+can fix (settings, arguments, spec files) and 1 for a stack that cannot do it. Anything
+else is a bug: its traceback goes to `$TEASPILL_HOME/logs/cli.log`, and the terminal gets a
+sentence saying so and where (exit code 70).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import msgspec
@@ -23,6 +29,17 @@ from services.specs import SpecError
 from services.stack import StackError
 
 STATUS_HINT = "`teaspill status` shows which part is down"
+BUG = 70
+"""The exit code of a failure nobody foresaw (EX_SOFTWARE)."""
+BUG_LOG = Path("logs") / "cli.log"
+
+
+class UsageError(ValueError):
+    """Something the user typed that the command cannot take; the message is the sentence."""
+
+
+class NotThereError(LookupError):
+    """What the command is about does not exist (yet); the message says how to make it."""
 
 
 def guarded(run: Callable[[], int]) -> int:
@@ -32,13 +49,29 @@ def guarded(run: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
-    except Exception as error:
-        explained = explain(error)
-        if explained is None:
-            raise
-        sentence, code = explained
+    except Exception as error:  # noqa: BLE001 - the one boundary: a bug becomes a sentence too
+        sentence, code = explain(error) or _bug(error)
         print(f"teaspill: {sentence}", file=sys.stderr)
         return code
+
+
+def _bug(error: Exception) -> tuple[str, int]:
+    """Keep the traceback where a bug report can quote it; tell the user where."""
+    path = Path(os.environ.get("TEASPILL_HOME") or ".teaspill") / BUG_LOG
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as log:
+            log.write(f"--- {datetime.now(UTC):%Y-%m-%d %H:%M:%S} teaspill {sys.argv[1:]}\n")
+            log.write("".join(traceback.format_exception(error)))
+    except OSError:
+        where = "it could not be written down"
+    else:
+        where = f"the details are in {path}"
+    return (
+        f"this command failed on something teaspill did not expect; it is a bug in teaspill, "
+        f"not in what you typed ({where}). `teaspill status` shows whether the stack is well.",
+        BUG,
+    )
 
 
 def explain(error: Exception) -> tuple[str, int] | None:
@@ -121,6 +154,8 @@ def _os(error: Exception) -> tuple[str, int]:
 _SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]], ...] = (
     (ConfigError, lambda e: (str(e), 2)),
     (SpecError, lambda e: (str(e), 2)),
+    (UsageError, lambda e: (str(e), 2)),
+    (NotThereError, lambda e: (str(e), 1)),
     (InvalidAddressError, lambda e: (f"{str(e).rstrip('.')}.", 2)),
     (StackError, lambda e: (str(e), 1)),
     (IngressError, _refused),

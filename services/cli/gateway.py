@@ -14,15 +14,22 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+
 from schemas.address import parse_address
+from services.cli.errors import explain
 from services.client import ApiError, Client
 from services.contracts import ADD_KEY
-from services.ingress import Ingress
+from services.ingress import Ingress, IngressError
 from services.keys import new_key
 from services.settings import Settings
+from services.specs import Offer
+from services.stack import StackError
 from services.stack.gateway import local_url
 
 KEYS_FILE = "cli-keys.json"
+CLI_KEY_NAME = "cli"
+"""The name of the key the CLI makes itself: what its approvals are signed with."""
 KEY_WAIT = 30.0
 
 
@@ -48,7 +55,7 @@ def connect(settings: Settings, ingress: Ingress, tenant: str) -> Client:
 
 
 def _fresh(settings: Settings, ingress: Ingress, tenant: str, url: str) -> Client:
-    plaintext, key = new_key(tenant, "admin", datetime.now(UTC))
+    plaintext, key = new_key(tenant, "admin", datetime.now(UTC), CLI_KEY_NAME)
     ingress.call(ADD_KEY, key, tenant)
     _keep(settings, tenant, plaintext)
     client = Client(url, plaintext, timeout=600)
@@ -84,6 +91,20 @@ def _keep(settings: Settings, tenant: str, key: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(keys, out)
+
+
+def offer_of(doors: Doors, tenant: str) -> Offer | None:
+    """What the running deployment says a spec of `tenant` may name; None when it checks no
+    names. A deployment that cannot be asked is said so, and nothing is sent."""
+    try:
+        offered = doors.tenant(tenant).deployment()
+    except (ApiError, IngressError, httpx.HTTPError) as error:
+        why = explain(error)
+        raise StackError(
+            "Could not ask the deployment which models and tools a spec may name, so nothing "
+            f"was sent: {why[0] if why else 'it did not answer'}"
+        ) from error
+    return Offer(offered.models, offered.tools, offered.problem) if offered.checked else None
 
 
 class Doors:

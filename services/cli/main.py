@@ -10,11 +10,11 @@ from pathlib import Path
 from schemas.spec import AgentSpec
 from services.cli import admin, health, stack, talk
 from services.cli.errors import guarded
-from services.cli.gateway import Doors
+from services.cli.gateway import Doors, offer_of, tenant_of
+from services.cli.home import exports, located
 from services.keys import SCOPES
-from services.offer import deployment_offer
 from services.settings import Settings, load_settings
-from services.specs import load_spec
+from services.specs import check_spec, load_spec
 
 EXAMPLE_AGENT = "local.assistant"
 
@@ -34,6 +34,14 @@ def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     up.add_argument("--no-chat", action="store_true", help="serve until Ctrl-C, without a chat")
     verbs.add_parser("down", help="stop a stack started with `up --detach`")
     verbs.add_parser("status", help="say which parts of the stack answer")
+    verbs.add_parser(
+        "env",
+        help="print shell lines with the stack's addresses",
+        description="Print `export` lines naming this home and where its stack listens "
+        "(TEASPILL_GATEWAY_URL, TEASPILL_INGRESS_URL, TEASPILL_ADMIN_URL), as `teaspill up` "
+        'recorded them: `eval "$(teaspill env)"` gives a shell the addresses the docs\' '
+        "examples use.",
+    )
 
 
 def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -108,7 +116,10 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument(
         "--scope", choices=SCOPES, default="read", help="what the key may do (default: read)"
     )
-    create.set_defaults(run=lambda a, s, d: admin.keys_create(d.ingress, a.tenant, a.scope))
+    create.add_argument(
+        "--name", default="", help="what the key is for, e.g. alice or ci; approvals show it"
+    )
+    create.set_defaults(run=lambda a, s, d: admin.keys_create(d.ingress, a.tenant, a.scope, a.name))
     listing = keys.add_parser("list", help="a tenant's keys")
     listing.add_argument("tenant")
     listing.set_defaults(run=lambda a, s, d: admin.keys_list(d.tenant(a.tenant), a.tenant))
@@ -135,10 +146,21 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     alist.add_argument("tenant")
     alist.add_argument("--kind")
     alist.add_argument("--status", choices=("idle", "running", "waiting", "parked"))
-    alist.set_defaults(run=lambda a, s, d: admin.agents_list(d.tenant(a.tenant), a.kind, a.status))
+    alist.set_defaults(
+        run=lambda a, s, d: admin.agents_list(d.tenant(a.tenant), a.tenant, a.kind, a.status)
+    )
     show = agents.add_parser("show", help="one agent's status")
     show.add_argument("address")
-    show.set_defaults(run=lambda a, s, d: print(_status_text(d, a.address)))
+    show.set_defaults(run=lambda a, s, d: _show(d, a.address))
+
+    offered = verbs.add_parser(
+        "deployment",
+        help="what the running deployment offers a tenant",
+        description="Ask the running deployment which models and tools a spec may name and "
+        "which kinds the tenant has published (the names `specs publish` is checked against).",
+    )
+    offered.add_argument("tenant")
+    offered.set_defaults(run=lambda a, s, d: admin.deployment(d.tenant(a.tenant), a.tenant))
 
     projections = verbs.add_parser("projections", help="the SQLite projections")
     rebuild = projections.add_subparsers(required=True, metavar="VERB").add_parser(
@@ -160,17 +182,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments (argparse answers a bad one with usage and exit 2), then run the
     command inside the one error boundary."""
     args = parser().parse_args(argv)
-    return guarded(lambda: _run(args, load_settings()))
+    return guarded(lambda: _run(args, located(load_settings())))
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     match args.command:
         case "up":
-            return stack.up(settings, spec_file(args.spec, settings) if args.spec else None, args)
+            return stack.up(settings, load_spec(args.spec) if args.spec else None, args)
         case "down":
             return stack.down(settings)
         case "status":
             return health.status(settings)
+        case "env":
+            if stack.recorded(settings) is None:
+                print(
+                    f"# No stack of {settings.home} runs: these are where `teaspill up` starts one."
+                )
+            print("\n".join(exports(settings)))
+            return 0
     doors = Doors(settings)
     try:
         run: Run = args.run
@@ -180,7 +209,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
-    spec = spec_file(args.spec, settings) if args.spec else None
+    spec = spec_file(args.spec, doors, tenant_of(args.address)) if args.spec else None
     client = doors.agent(args.address)
     show = args.timeline or args.follow
     return talk.send(client, args.address, args.text, spec=spec, kind=args.kind, show=show)
@@ -188,31 +217,37 @@ def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
 
 def _publish(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
     """The file is checked before anything is reached: a wrong spec is the user's to fix."""
-    spec = spec_file(args.file, settings)
+    spec = spec_file(args.file, doors, args.tenant)
     admin.specs_publish(doors.tenant(args.tenant), args.tenant, spec)
     return 0
 
 
 def _chat(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
-    spec = spec_file(args.spec, settings) if args.spec else None
+    spec = spec_file(args.spec, doors, tenant_of(args.address)) if args.spec else None
     talk.open_chat(doors.agent(args.address), args.address, spec)
     return 0
 
 
-def spec_file(path: Path, settings: Settings) -> AgentSpec:
-    """A spec file, checked as a publish is: models and tools this deployment has."""
-    return load_spec(path, deployment_offer(settings))
+def spec_file(path: Path, doors: Doors, tenant: str) -> AgentSpec:
+    """A spec file, checked first on its own (a wrong file is the user's to fix before
+    anything is reached), then against the models and tools the running deployment says
+    it offers: the names its publish is checked against."""
+    spec = load_spec(path)
+    check_spec(spec, f"The spec file {path}", offer_of(doors, tenant))
+    return spec
 
 
-def _status_text(doors: Doors, address: str) -> str:
+def _show(doors: Doors, address: str) -> int:
     """From the agent itself (through ingress): the queue and token use are not in the
-    catalog the gateway serves."""
+    catalog the gateway serves. An agent the catalog does not have is not made up."""
+    talk.require_agent(doors.agent(address), address)
     status = doors.ingress.status(address)
-    return (
+    print(
         f"{status.address}: {status.state}, turn {status.turn}, last seq {status.last_seq}, "
         f"last outcome {status.last_outcome or '-'}, {status.queued} queued, "
         f"{status.tokens_used} tokens on {status.tokens_day or '-'}"
     )
+    return 0
 
 
 if __name__ == "__main__":

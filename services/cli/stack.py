@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import signal
@@ -12,18 +11,14 @@ import time
 from pathlib import Path
 
 from schemas.spec import AgentSpec
-from services.cli import talk
+from services.cli import home, talk
 from services.cli.gateway import Doors
 from services.config import check
 from services.settings import Settings
 from services.stack import Stack, StackError
 
-RUN_FILE = "stack.json"
 LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
-
-
-def run_file(settings: Settings) -> Path:
-    return settings.home / RUN_FILE
+run_file = home.run_file
 
 
 def start(settings: Settings) -> Stack:
@@ -114,7 +109,7 @@ def recorded(settings: Settings) -> dict[str, int] | None:
     path = run_file(settings)
     if not path.exists():
         return None
-    pids: dict[str, int | None] = json.loads(path.read_text())
+    pids = home.pids(home.read(settings))
     alive = {name: pid for name, pid in pids.items() if pid and _signal_group(pid, 0)}
     if not alive:
         path.unlink(missing_ok=True)
@@ -128,7 +123,7 @@ def _record(settings: Settings, stack: Stack) -> None:
         "restate": stack.restate.pid,
         "endpoint": stack.endpoint.pid,
     }
-    run_file(settings).write_text(json.dumps(pids))
+    home.write(settings, pids)
 
 
 def down(settings: Settings) -> int:
@@ -140,7 +135,7 @@ def down(settings: Settings) -> int:
             f"No stack of {settings.home} is running (`teaspill up --detach` records one in "
             f"{path}); nothing to stop."
         )
-    pids: dict[str, int | None] = json.loads(path.read_text())
+    pids = home.pids(home.read(settings))
     for name in ("gateway", "restate", "endpoint"):
         pid = pids.get(name)
         if pid is not None and _signal_group(pid, signal.SIGTERM):

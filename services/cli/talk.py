@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
+from http import HTTPStatus
 from pathlib import Path
 
 import msgspec
 
 from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted, Waiting
 from schemas.spec import AgentSpec
+from services.cli.errors import NotThereError
+from services.cli.gateway import tenant_of
 from services.cli.render import describe
 from services.client import ApiError, Client
 from services.specs import load_spec
@@ -74,9 +77,46 @@ def send(
     """Send one message, follow its turn until it ends (or waits), print the reply. A
     `spec` is published as its kind's newest version first (unless it is already)."""
     kind = published_kind(client, spec) if spec is not None else kind
-    sent = client.send(address, text, kind=kind)
+    try:
+        sent = client.send(address, text, kind=kind)
+    except ApiError as error:
+        if error.status != HTTPStatus.NOT_FOUND:
+            raise
+        raise NotThereError(_unknown_kind(address, kind) if kind else _new(address)) from error
     last = watch(client, address, sent.after_seq, text, show=show)
     return _outcome(address, last)
+
+
+def _new(address: str) -> str:
+    tenant = tenant_of(address)
+    return (
+        f"{address} does not exist yet: its first message names what it runs, with "
+        f"--kind KIND (`teaspill specs list {tenant}` shows the published kinds) or "
+        "--spec FILE (e.g. --spec examples/assistant.toml)."
+    )
+
+
+def _unknown_kind(address: str, kind: str) -> str:
+    tenant = tenant_of(address)
+    return (
+        f"tenant {tenant} has published no kind {kind!r}: `teaspill specs publish {tenant} "
+        f"FILE` publishes one, or send with --spec FILE; `teaspill specs list {tenant}` shows "
+        "what is published."
+    )
+
+
+def require_agent(client: Client, address: str) -> None:
+    """Say so in a sentence when the agent does not exist."""
+    if not _exists(client, address):
+        raise NotThereError(_missing(address))
+
+
+def _missing(address: str) -> str:
+    tenant = tenant_of(address)
+    return (
+        f"there is no agent {address}: `teaspill agents list {tenant}` shows the tenant's "
+        f"agents, and `teaspill send {address} 'hello' --kind KIND` creates it."
+    )
 
 
 def _outcome(address: str, last: Event) -> int:
@@ -136,6 +176,7 @@ def chat(client: Client, address: str, spec: AgentSpec | None) -> None:
 
 def tail(client: Client, address: str, after: int, *, follow: bool) -> None:
     """Print the timeline after `after`; with `follow`, keep printing until Ctrl-C."""
+    require_agent(client, address)
     try:
         if follow:
             print_events(recorded(client, address, after))
@@ -147,6 +188,7 @@ def tail(client: Client, address: str, after: int, *, follow: bool) -> None:
 
 def approve(client: Client, address: str, request_id: str, *, deny: bool, note: str) -> int:
     """One-way: the gateway answers 202 once Restate holds the answer."""
+    require_agent(client, address)
     answer = client.deny if deny else client.approve
     answer(address, request_id, note)
     verdict = "denial" if deny else "approval"
@@ -156,6 +198,7 @@ def approve(client: Client, address: str, request_id: str, *, deny: bool, note: 
 
 def stop(client: Client, address: str) -> int:
     """One-way: the gateway answers 202 once Restate holds the stop."""
+    require_agent(client, address)
     client.stop(address)
     print(f"Accepted: Restate holds your stop. {_APPLIED.format(address)}")
     return 0

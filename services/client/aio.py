@@ -19,6 +19,7 @@ from services.client.models import (
     Agent,
     AgentPage,
     ApprovalAccepted,
+    Deployment,
     Item,
     KeyInfo,
     Me,
@@ -171,14 +172,18 @@ class AsyncClient:
         """Publish a spec (an `AgentSpec`, or its JSON as a mapping): a new version."""
         return await self._do(calls.publish(spec))
 
+    async def deployment(self) -> Deployment:
+        """What the deployment offers this key's tenant: models, tools, published kinds."""
+        return await self._do(calls.deployment())
+
     async def me(self) -> Me:
         return await self._do(calls.me())
 
     async def keys(self) -> tuple[KeyInfo, ...]:
         return (await self._do(calls.keys())).keys
 
-    async def create_key(self, scope: str = "read") -> NewKey:
-        return await self._do(calls.create_key(scope))
+    async def create_key(self, scope: str = "read", name: str = "") -> NewKey:
+        return await self._do(calls.create_key(scope, name))
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         return await self._do(calls.revoke_key(key_id))

@@ -18,6 +18,7 @@ from services.client.models import (
     Accepted,
     AgentPage,
     ApprovalAccepted,
+    Deployment,
     KeyInfo,
     KeyList,
     Me,
@@ -98,6 +99,10 @@ def publish(spec: AgentSpec | Mapping[str, Any]) -> Call[PublishedSpec]:
     return Call("POST", "/v1/specs", PublishedSpec, body=_json(raw))
 
 
+def deployment() -> Call[Deployment]:
+    return Call("GET", "/v1/deployment", Deployment)
+
+
 def me() -> Call[Me]:
     return Call("GET", "/v1/me", Me)
 
@@ -106,8 +111,9 @@ def keys() -> Call[KeyList]:
     return Call("GET", "/v1/keys", KeyList)
 
 
-def create_key(scope: str) -> Call[NewKey]:
-    return Call("POST", "/v1/keys", NewKey, body=_json({"scope": scope}))
+def create_key(scope: str, name: str) -> Call[NewKey]:
+    body = {"scope": scope} | ({"name": name} if name else {})
+    return Call("POST", "/v1/keys", NewKey, body=_json(body))
 
 
 def revoke_key(key_id: str) -> Call[KeyInfo]:

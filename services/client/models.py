@@ -70,6 +70,7 @@ class Me(msgspec.Struct, frozen=True):
     tenant: str
     scope: Scope
     key_id: str
+    key_name: str = ""
 
 
 class KeyInfo(msgspec.Struct, frozen=True):
@@ -78,6 +79,8 @@ class KeyInfo(msgspec.Struct, frozen=True):
     scope: Scope
     created_at: str
     revoked_at: str | None = None
+    name: str = ""
+    """What the key is for, as its maker named it; approvals show it."""
 
 
 class NewKey(msgspec.Struct, frozen=True):
@@ -85,6 +88,23 @@ class NewKey(msgspec.Struct, frozen=True):
 
     key: str
     info: KeyInfo
+
+
+class PublishedKind(msgspec.Struct, frozen=True):
+    kind: str
+    version: int
+    model: str
+
+
+class Deployment(msgspec.Struct, frozen=True):
+    """What the deployment offers the key's tenant: the model and tool names a spec may
+    use (`checked` is False when it does not check them) and the published kinds."""
+
+    models: tuple[str, ...]
+    tools: tuple[str, ...]
+    checked: bool
+    problem: str
+    kinds: tuple[PublishedKind, ...]
 
 
 class KeyList(msgspec.Struct, frozen=True):

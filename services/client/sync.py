@@ -19,6 +19,7 @@ from services.client.models import (
     Agent,
     AgentPage,
     ApprovalAccepted,
+    Deployment,
     Item,
     KeyInfo,
     Me,
@@ -171,14 +172,18 @@ class Client:
         """Publish a spec (an `AgentSpec`, or its JSON as a mapping): a new version."""
         return self._do(calls.publish(spec))
 
+    def deployment(self) -> Deployment:
+        """What the deployment offers this key's tenant: models, tools, published kinds."""
+        return self._do(calls.deployment())
+
     def me(self) -> Me:
         return self._do(calls.me())
 
     def keys(self) -> tuple[KeyInfo, ...]:
         return self._do(calls.keys()).keys
 
-    def create_key(self, scope: str = "read") -> NewKey:
-        return self._do(calls.create_key(scope))
+    def create_key(self, scope: str = "read", name: str = "") -> NewKey:
+        return self._do(calls.create_key(scope, name))
 
     def revoke_key(self, key_id: str) -> KeyInfo:
         return self._do(calls.revoke_key(key_id))

@@ -25,6 +25,7 @@ from services.gateway.routes_agents import router as agents
 from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
+from services.gateway.routes_deployment import router as deployment
 from services.gateway.routes_keys import router as keys
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_specs import router as specs
@@ -91,7 +92,18 @@ def create_app(
     )
     app.state.runtime = rt
     errors.install(app)
-    routers = (agents, control, timelines, artifacts, specs, keys, agui, operations, console)
+    routers = (
+        agents,
+        control,
+        timelines,
+        artifacts,
+        specs,
+        deployment,
+        keys,
+        agui,
+        operations,
+        console,
+    )
     for router in routers:
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)

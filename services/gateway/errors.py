@@ -49,8 +49,31 @@ async def _no_receive() -> dict[str, Any]:
 
 
 def unknown_agent(address: str) -> ApiError:
-    """The same answer for an agent that does not exist and one of another tenant."""
-    return ApiError(404, f"unknown agent {address}: name a kind to create it")
+    """An agent of the caller's tenant that does not exist (yet)."""
+    return ApiError(
+        404,
+        f"there is no agent {address}: an agent comes to be with its first message, which "
+        "names a published kind",
+    )
+
+
+def needs_kind(address: str) -> ApiError:
+    """A message without a kind to an agent that does not exist."""
+    return ApiError(
+        404,
+        f"there is no agent {address} yet: its first message creates it and must name a "
+        "published kind in 'kind' (GET /v1/deployment lists them)",
+    )
+
+
+def other_tenant(address: str, tenant: str) -> ApiError:
+    """An address outside the caller's tenant: 404 whether or not such an agent exists, and
+    the words say nothing of it, only which addresses this key reaches."""
+    return ApiError(
+        404,
+        f"there is no agent {address} for this key: it is a key of tenant {tenant}, and "
+        f"reaches only addresses that start with '{tenant}.'",
+    )
 
 
 def validation_message(errors: Sequence[Any]) -> tuple[int, str]:

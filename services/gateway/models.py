@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from services.keys import NAME_PATTERN
+
 KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
 MAX_TEXT = 32768
 
@@ -94,11 +96,18 @@ class MeOut(Strict):
     tenant: str
     scope: Literal["read", "write", "admin"]
     key_id: str
+    key_name: str = Field(default="", description="The key's name; empty if it has none.")
 
 
 class KeyIn(Strict):
     scope: Literal["read", "write", "admin"] = Field(
         default="read", description="read, write or admin (each allows what the one before does)."
+    )
+    name: str = Field(
+        default="",
+        pattern=NAME_PATTERN,
+        description="What the key is for (up to 60 letters, digits, spaces and . _ @ -); "
+        "approvals made with it show it.",
     )
 
 
@@ -108,6 +117,7 @@ class KeyOut(Strict):
     scope: Literal["read", "write", "admin"]
     created_at: str
     revoked_at: str | None = None
+    name: str = ""
 
 
 class KeysOut(Strict):
@@ -117,6 +127,22 @@ class KeysOut(Strict):
 class KeyCreated(Strict):
     key: str = Field(description="The key itself, `tsk_<id>_<secret>`: shown this once.")
     info: KeyOut
+
+
+class KindOut(Strict):
+    kind: str
+    version: int = Field(description="Its newest version: what a turn of it runs.")
+    model: str
+
+
+class DeploymentOut(Strict):
+    models: list[str] = Field(description="Model names a spec may use, fallbacks included.")
+    tools: list[str] = Field(description="Tool names a spec may grant.")
+    checked: bool = Field(
+        description="False when the deployment does not check names (the lists are empty)."
+    )
+    problem: str = Field(description="Why some models are missing, or empty.")
+    kinds: list[KindOut] = Field(description="The tenant's published kinds, by name.")
 
 
 class ErrorDetail(Strict):

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query
 
 from services.gateway.auth import Owned, Principal, owned, require
-from services.gateway.errors import ApiError, unknown_agent
+from services.gateway.errors import ApiError, needs_kind, unknown_agent
 from services.gateway.models import (
     AgentOut,
     AgentPage,
@@ -47,7 +47,7 @@ async def send_message(
     agent that does not exist yet is created from the newest spec of `kind`."""
     row = await rt.projection.read(lambda store: store.agent(agent.address))
     if row is None and message.kind is None and agent.address not in rt.recent:
-        raise unknown_agent(agent.address)
+        raise needs_kind(agent.address)
     if message.kind is not None:
         await require_published(rt, agent.caller.tenant, message.kind)
     invocation = await rt.ingress.send_message(
@@ -73,7 +73,7 @@ async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
         raise ApiError(
             404,
             f"no spec of kind {kind!r} is published for tenant {tenant}: publish one with "
-            "POST /v1/specs",
+            "POST /v1/specs (GET /v1/deployment lists the published kinds)",
         )
 
 

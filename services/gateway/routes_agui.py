@@ -25,7 +25,7 @@ from services.client.stream import FrameParser, decode
 from services.gateway import routes_agents, routes_control, routes_timeline
 from services.gateway.agui import Run, snapshot, sse
 from services.gateway.auth import Owned, Principal, principal
-from services.gateway.errors import ApiError, unknown_agent, validation_message
+from services.gateway.errors import ApiError, other_tenant, validation_message
 from services.gateway.models import ApprovalIn, MessageIn
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
@@ -87,7 +87,7 @@ def _owned(caller: Principal, address: str, needed: Scope) -> Owned:
     except InvalidAddressError as error:
         raise ApiError(400, f"threadId: {error}") from error
     if parsed.tenant != caller.tenant:
-        raise unknown_agent(address)
+        raise other_tenant(address, caller.tenant)
     return Owned(caller, address)
 
 

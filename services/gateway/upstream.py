@@ -13,9 +13,19 @@ import httpx
 import msgspec
 
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecQuery
+from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
 from schemas.wake import Approval, Message, WakeEnvelope
-from services.contracts import ADD_KEY, KEYS, LATEST_SPEC, PUBLISH, REVOKE_KEY, STOP, WAKE, Empty
+from services.contracts import (
+    ADD_KEY,
+    KEYS,
+    LATEST_SPEC,
+    OFFERED,
+    PUBLISH,
+    REVOKE_KEY,
+    STOP,
+    WAKE,
+    Empty,
+)
 from services.gateway.errors import ApiError
 from services.ingress import AsyncIngress, IngressError
 
@@ -69,6 +79,9 @@ class Upstream:
 
     async def keys(self, tenant: str) -> Keys:
         return await _answer(self._client.call(KEYS, Empty(), tenant, patience=QUICK))
+
+    async def offered(self, tenant: str) -> Offered:
+        return await _answer(self._client.call(OFFERED, Empty(), tenant, patience=QUICK))
 
     async def revoke_key(self, tenant: str, key_id: str) -> ApiKey:
         return await _answer(self._client.call(REVOKE_KEY, KeyRef(key_id), tenant))

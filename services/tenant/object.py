@@ -12,10 +12,20 @@ import msgspec
 import restate
 
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, SpecAnswer, SpecQuery, SpecVersions
+from schemas.tenant import (
+    ApiKey,
+    KeyRef,
+    Keys,
+    Offered,
+    PublishedSpec,
+    SpecAnswer,
+    SpecQuery,
+    SpecVersions,
+)
 from services.contracts import (
     ADD_KEY,
     LATEST_SPEC,
+    OFFERED,
     PROJECT_KEY,
     PROJECT_SPEC,
     PUBLISH,
@@ -107,6 +117,15 @@ async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
 @tenant.handler(kind="shared", name=KEYS_HANDLER.name)
 async def list_keys(ctx: restate.ObjectSharedContext) -> Keys:
     return await ctx.get(KEYS, type_hint=Keys) or Keys()
+
+
+@tenant.handler(kind="shared", name=OFFERED.name)
+async def offered(ctx: restate.ObjectSharedContext) -> Offered:
+    """What publishes of this deployment are checked against, for clients to check first."""
+    if not OFFER:
+        return Offered(known=False)
+    offer = OFFER[0]
+    return Offered(offer.models, offer.tools, offer.problem)
 
 
 @tenant.handler(kind="shared", name=SPECS.name)

@@ -60,7 +60,8 @@ def test_keys_are_created_listed_and_revoked(cli: Any, capsys: pytest.CaptureFix
     key_id = re.match(r"tsk_([a-z0-9]{12})_", plaintext)
     assert key_id is not None
     _, listed = cli("keys", "list", "clitenant", capsys=capsys)
-    assert f"{key_id.group(1)}  write" in listed
+    assert listed.splitlines()[0].split() == ["ID", "NAME", "SCOPE", "CREATED", "STATE"]
+    assert re.search(rf"^{key_id.group(1)}  -\s+write ", listed, re.M), listed
     assert "active" in listed
     assert plaintext not in listed
     code, revoked = cli("keys", "revoke", "clitenant", key_id.group(1), capsys=capsys)
@@ -78,8 +79,8 @@ def test_specs_publish_send_by_kind_approve_tail_and_list(
         "Published clerk version 1 for clitenant.\n",
     )
     _, listed = cli("specs", "list", "clitenant", capsys=capsys)
-    assert "clerk" in listed
-    assert "v1" in listed
+    assert listed.splitlines()[0].split() == ["KIND", "VERSION", "MODEL", "PUBLISHED"]
+    assert listed.splitlines()[1].split()[:3] == ["clerk", "1", "script"]
 
     address = "clitenant.desk"
     stack.ingress.wake(address, _message_by_kind("clerk", _ledger_script()))
@@ -94,12 +95,22 @@ def test_specs_publish_send_by_kind_approve_tail_and_list(
 
     tail = eventually(finished, 30, "the approved turn to finish")
     assert f"asks approval {request} for ledger" in tail
-    assert re.search(rf"{request} approved by [a-z0-9]{{12}}", tail), "by the CLI's key"
+    assert re.search(rf"{request} approved by cli \([a-z0-9]{{12}}\)", tail), "the CLI's key"
     assert "turn 1 succeeded" in tail
     eventually(lambda: _in_catalog(stack, address), 30, "the projector to catch up")
     _, agents = cli("agents", "list", "clitenant", capsys=capsys)
-    assert address in agents
-    assert "idle" in agents
+    header, row = agents.splitlines()[:2]
+    assert header.split() == ["ADDRESS", "KIND", "STATUS", "TURN", "SEQ", "LAST", "ACTIVITY"]
+    assert row.split()[:3] == [address, "clerk", "idle"]
+    assert header.index("STATUS") == row.index("idle"), "the columns line up"
+
+
+def test_a_named_key_is_listed_by_its_name(cli: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = cli("keys", "create", "named", "--scope", "write", "--name", "alice", capsys=capsys)
+    assert code == 0
+    assert "(alice)" in out.splitlines()[0]
+    _, listed = cli("keys", "list", "named", capsys=capsys)
+    assert re.search(r"^[a-z0-9]{12}  alice\s+write ", listed, re.M), listed
 
 
 def test_send_follow_prints_the_turn_live_and_stop_on_an_idle_agent_says_so(

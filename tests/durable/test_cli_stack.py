@@ -51,7 +51,7 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
     spec.write_text(SPEC)
     up = teaspill(env, "up", "--detach")
     assert up.returncode == 0, up.stderr
-    pids = json.loads((tmp_path / "home" / "stack.json").read_text())
+    pids = json.loads((tmp_path / "home" / "stack.json").read_text())["pids"]
     try:
         assert "Starting the gateway" in up.stdout
         assert teaspill(env, "status").returncode == 0

@@ -27,7 +27,7 @@ from schemas.events import (
 )
 from schemas.model import Usage
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, PublishedSpec, Scope, SpecAnswer
+from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, Scope, SpecAnswer
 from services.gateway.app import create_app
 from services.keys import new_key
 from services.projection.store import ProjectionStore
@@ -98,6 +98,9 @@ class FakeIngress:
     def _tenant(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
         if handler in ("add_key", "keys", "revoke_key"):
             return self._keys(tenant, handler, body)
+        if handler == "offered":
+            offered = Offered(models=("script", "smollm2"), tools=("calculator",))
+            return httpx.Response(200, content=msgspec.json.encode(offered))
         if handler == "publish":
             spec = msgspec.json.decode(body, type=AgentSpec)
             versions = self.published.setdefault((tenant, spec.kind), [])

@@ -74,6 +74,7 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("POST", "/v1/agents/{address}/stop"),
         ("POST", "/v1/specs"),
         ("GET", "/v1/specs"),
+        ("GET", "/v1/deployment"),
         ("GET", "/v1/me"),
         ("GET", "/v1/keys"),
         ("POST", "/v1/keys"),

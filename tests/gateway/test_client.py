@@ -60,7 +60,10 @@ async def test_every_refusal_is_an_api_error_with_the_sentence(world: World) -> 
         with pytest.raises(ApiError) as error:
             await api.agent("other.secret")
         assert error.value.status == 404
-        assert error.value.message == "unknown agent other.secret: name a kind to create it"
+        assert error.value.message == (
+            "there is no agent other.secret for this key: it is a key of tenant acme, and "
+            "reaches only addresses that start with 'acme.'"
+        )
     async with AsyncClient(
         "http://gateway", "tsk_nope", transport=client(world)._http._transport
     ) as bad:

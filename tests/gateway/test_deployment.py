@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from schemas.tenant import ApiKey, PublishedSpec
 from schemas.events import ApprovalRequested, Event, EventBody, TurnStarted
 from schemas.spec import AgentSpec
+from schemas.tenant import ApiKey, PublishedSpec
 from services.keys import new_key
 from tests.gateway.conftest import T0, World
 

@@ -176,7 +176,10 @@ async def test_an_unknown_agent_without_a_kind_is_404(world: World) -> None:
         "/v1/agents/acme.newcomer/messages", json={"text": "hi"}, headers=world.auth("write")
     )
     assert response.status_code == 404
-    assert error_of(response.json())[1] == "unknown agent acme.newcomer: name a kind to create it"
+    assert error_of(response.json())[1] == (
+        "there is no agent acme.newcomer yet: its first message creates it and must name a "
+        "published kind in 'kind' (GET /v1/deployment lists them)"
+    )
 
 
 @pytest.mark.parametrize("address", ["acme.newcomer", "acme.alpha"])

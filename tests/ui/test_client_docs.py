@@ -41,7 +41,7 @@ def test_the_complete_example_runs(ui_stack: UiStack, tmp_path: Path) -> None:
     assert reply
     assert reply.group(1).strip()
     assert reply.group(1).strip()[:20] in out.split("[turn 1")[0]  # printed live first
-    assert "404: unknown agent acme.nobody-here: name a kind to create it" in out
+    assert "404: there is no agent acme.nobody-here: an agent comes to be" in out
     events = re.search(r"Events so far: (\d+)", out)
     assert events
     assert int(events.group(1)) >= 3
