@@ -1,8 +1,9 @@
 """`python -m bench.wake`: the wake's own CPU per round, without Restate.
 
-teaspill's `WakeDriver` and the plain loop's handler (`bench/plain.py`) run the round
-benchmarks' scripted turns (calculator rounds, then the reply) in this process, on a
-context that runs each step at once and keeps object state in a dict: no restate-server,
+teaspill's `Driver` and the plain loop's handler (`bench/plain.py`) run the round
+benchmarks' scripted turns (calculator rounds, then the reply) in this process, on the
+in-memory context (`services/agent/inline.py`), which runs each step at once and keeps
+object state in a dict: no restate-server,
 no HTTP/2, no SDK. What is left is what each brings of its own: for teaspill the driver,
 the harness, the pipeline, the timeline and the projection (on a file, and once left
 out); for both the model worker thread and the tool registry. Each variant runs its turns
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import statistics
 import tempfile
 import threading
@@ -32,17 +32,16 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
-from unittest import mock
 
 import restate
-from restate.serde import DefaultSerde, Serde
 
 from bench.plain import HANDLER, PlainTurn, plain_object
 from bench.rounds import bench_spec, reply_text, turn_script
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch
 from schemas.wake import Message
-from services.agent.wake import WakeDriver
+from services.agent.driver import Driver
+from services.agent.inline import InlineContext
 from services.effects.ledger import MemoryLedger
 from services.executor.protocol import ModelExecutor, TextSink, discard
 from services.executor.registry import ModelEntry, ModelRegistry, default_models
@@ -54,76 +53,6 @@ from services.stack import isolated_settings
 from services.tools.registry import load_tools
 
 VARIANTS = ("teaspill", "teaspill, no projection", "plain loop")
-
-
-@dataclass(frozen=True)
-class Invocation:
-    id: str
-
-
-class InlineContext:
-    """The part of `restate.ObjectContext` the two handlers use. A step starts when it is
-    made (a task), and its result goes through its serde as it would through a journal."""
-
-    def __init__(self, key: str, state: dict[str, bytes], invocation: str) -> None:
-        self._key, self._state, self._invocation = key, state, Invocation(invocation)
-
-    def key(self) -> str:
-        return self._key
-
-    def request(self) -> Invocation:
-        return self._invocation
-
-    def run_typed(
-        self,
-        name: str,
-        action: Callable[..., Any],
-        options: restate.RunOptions[Any] | None = None,
-        /,
-        *args: Any,
-        **kwargs: Any,
-    ) -> asyncio.Future[Any]:
-        options = options or restate.RunOptions()
-        serde = _serde(options.serde, options.type_hint)
-
-        async def step() -> Any:
-            result = action(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
-            return serde.deserialize(serde.serialize(result))
-
-        return asyncio.ensure_future(step())
-
-    def get(
-        self, name: str, serde: Serde[Any] | None = None, type_hint: type | None = None
-    ) -> asyncio.Future[Any]:
-        chosen = _serde(serde or DefaultSerde(), type_hint)
-        stored = self._state.get(name)
-        return _done(None if stored is None else chosen.deserialize(stored))
-
-    def set(self, name: str, value: Any, serde: Serde[Any] | None = None) -> None:
-        self._state[name] = _serde(serde or DefaultSerde(), type(value)).serialize(value)
-
-    def clear(self, name: str) -> None:
-        self._state.pop(name, None)
-
-    def state_keys(self) -> asyncio.Future[list[str]]:
-        return _done(list(self._state))
-
-
-def _serde(serde: Serde[Any], hint: Any) -> Serde[Any]:
-    return serde.with_maybe_type(hint or None) if isinstance(serde, DefaultSerde) else serde
-
-
-def _done(value: Any) -> asyncio.Future[Any]:
-    future = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return future
-
-
-async def _gather(*futures: Awaitable[Any]) -> list[Any]:
-    """`restate.gather` for the inline context's futures (the SDK's takes only its own)."""
-    return list(await asyncio.gather(*futures))
 
 
 class OnLoop:
@@ -170,7 +99,7 @@ def _variants(
     def wake(live: Projection | _NoProjection) -> Turn:
         async def turn(agent: str, number: int, state: dict[str, bytes], invocation: str) -> str:
             ctx = cast(restate.ObjectContext, InlineContext(agent, state, invocation))
-            driver = WakeDriver(ctx, agent, tools, [], runner, live=live)
+            driver = Driver(ctx, agent, tools, sink=live, model=runner)
             message = Message(turn_script(number, rounds), spec=bench_spec(rounds))
             return (await driver.run(message)).reply
 
@@ -220,7 +149,6 @@ async def measure(
         async with contextlib.AsyncExitStack() as done:
             done.callback(models.close)
             done.push_async_callback(projection.close)
-            done.enter_context(mock.patch.object(restate, "gather", _gather))
             for index, turn in enumerate(variants.values()):
                 await _run(turn, f"w{index}", agents, 1, rounds)  # warm-up: not counted
             for attempt in range(repeat):  # the variants in turn, so drift meets each alike

@@ -61,7 +61,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     closers.append(lambda: asyncio.to_thread(ledger.close))
     tools = load_tools(config.home, config.tool_modules, ledger, config.tool_deadline_seconds)
     services += [
-        agent_object(tools, load_observers(config.observer_modules), model, offer, live=projection),
+        agent_object(tools, projection, load_observers(config.observer_modules), model, offer),
         offer_specs(offer),
         projector_service(projection, config.ingress_url, config.admin_url),
     ]

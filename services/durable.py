@@ -109,3 +109,13 @@ def send(
         idempotency_key=idempotency_key,
         send_delay=delay,
     )
+
+
+async def together(*futures: Any) -> None:
+    """Wait for every future at once: `restate.gather` for the SDK's futures (one round
+    trip for all of them), asyncio's for those of an in-memory context
+    (`services/agent/inline.py`)."""
+    if futures and isinstance(futures[0], asyncio.Future):
+        await asyncio.gather(*futures)
+    else:
+        await restate.gather(*futures)

@@ -2,7 +2,7 @@
 
 Queue or start, supersede, resume after an answer or a child, park, stop and end are
 decided here from the agent's record and what arrived, with no I/O, no clock and no
-Restate: the driver (`wake.py`) performs the effects, and feeds what they produce (a
+Restate: the driver (`driver.py`) performs the effects, and feeds what they produce (a
 spec found, a turn that ran) back in as the next input. The same inputs always give the
 same reaction, which is what makes a durable replay and a unit test the same thing.
 """
@@ -129,20 +129,20 @@ class Remember:
 
 
 @dataclass(frozen=True)
-class Refuse:
+class RefuseWake:
     """Answer the wake's sender with an error; nothing else of this input happens."""
 
     status: int
     sentence: str
 
 
-Effect = Emit | SendWake | FindSpec | Drive | Remember | Refuse
+Effect = Emit | SendWake | FindSpec | Drive | Remember | RefuseWake
 
 
 @dataclass(frozen=True)
 class Reaction:
     """The new record and what to do. An effect that answers (`FindSpec`, `Drive`) or
-    ends the wake (`Refuse`) is always the last one."""
+    ends the wake (`RefuseWake`) is always the last one."""
 
     record: AgentRecord
     effects: tuple[Effect, ...] = ()
@@ -243,7 +243,7 @@ def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: boo
     failed, so its sender can read why."""
     reason = missing_spec(address, message)
     if direct:
-        return Reaction(record, (Refuse(404, reason),))
+        return Reaction(record, (RefuseWake(404, reason),))
     spec = AgentSpec(kind=message.kind or "", instructions="")
     number = record.turns + 1
     turn = TurnState(number, spec, (ChatMessage(role="user", content=message.text),))
@@ -386,7 +386,7 @@ def _refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:
     refused = ApprovalRefused(request, reason, answer.approve, answer.by, sentence)
     turn = record.turn
     number, round_ = (turn.number, turn.round) if turn is not None else (record.turns, 0)
-    return Reaction(record, (Emit(number, round_, (refused,)), Refuse(status, sentence)))
+    return Reaction(record, (Emit(number, round_, (refused,)), RefuseWake(status, sentence)))
 
 
 def _remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:

@@ -19,11 +19,10 @@ from schemas.events import (
 )
 from schemas.harness import AwaitingApproval
 from schemas.wake import Message, Stop, WakeEnvelope
+from services.agent.driver import Driver, LocalModel, status
 from services.agent.observers import Observer
-from services.agent.rounds import LocalModel
 from services.agent.store import Reader
-from services.agent.timeline import LiveProjection
-from services.agent.wake import WakeDriver, status
+from services.agent.timeline import Sink
 from services.contracts import AGENT, APPROVALS, STATUS, STOP, TIMELINE, WAKE
 from services.durable import send
 from services.specs import Offer, SpecError, check_spec
@@ -35,17 +34,15 @@ STEP_TIMEOUT = timedelta(minutes=15)
 
 def agent_object(
     tools: ToolRegistry,
+    sink: Sink,
     observers: list[Observer] | None = None,
     model: LocalModel | None = None,
     offer: Offer | None = None,
-    *,
-    live: LiveProjection | None = None,
 ) -> restate.VirtualObject:
-    """`model`, when given, runs model steps in this process as local journaled steps;
-    without it they are durable calls to the `Model` service. `offer` names the models and
-    tools a spec sent with a message may use. `live`, when given, is the projection in this
-    process: the wake writes its events there itself; without it every flush is sent to
-    the `Projector`."""
+    """`sink` is where wakes hand their events (the projection of this process). `model`,
+    when given, runs model steps in this process as local journaled steps; without it
+    they are durable calls to the `Model` service. `offer` names the models and tools a
+    spec sent with a message may use."""
     agent = restate.VirtualObject(
         AGENT,
         description="An AI agent: handles one wake at a time and records a timeline.",
@@ -59,7 +56,7 @@ def agent_object(
         address = _address(ctx.key())
         envelope = _decode(raw)
         _check_inline(envelope, offer, address)
-        driver = WakeDriver(ctx, address, tools, observers or [], model, live=live)
+        driver = Driver(ctx, address, tools, sink=sink, model=model, observers=observers or ())
         return await driver.run(envelope.wake)
 
     @agent.handler(name=STOP.name, kind="shared")

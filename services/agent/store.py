@@ -24,10 +24,14 @@ from typing import Any
 
 import restate
 
+from schemas.chat import ChatMessage
 from schemas.context import ContextState, Recent, Segment
 from schemas.events import Event
+from schemas.harness import Recall
 from schemas.state import AgentRecord, Chunk, StoredAgent, TimelineMark
 from services.agent.migrations import VERSION, NewerStateError, load
+from services.durable import together
+from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, matches
 
 RECORD = "agent"
 RUNNING = "running"
@@ -116,7 +120,7 @@ class Store(Reader):
         """The machine's record (the store keeps the rest of the envelope), read together
         with `alongside`: one round trip."""
         loaded = self._writer.get(RECORD, serde=RAW)
-        await restate.gather(*alongside, loaded)  # type: ignore[arg-type]
+        await together(*alongside, loaded)
         self._stored = decoded(await loaded)
         if (kept := self._stored.recent) is not None:
             self._segments.update(zip(kept.indices, kept.segments, strict=True))
@@ -208,6 +212,29 @@ class Store(Reader):
             found.append(segment)
             low += 1
         return found
+
+    async def recalled(
+        self, query: RecallQuery, command: Recall, context: ContextState
+    ) -> list[tuple[int, tuple[ChatMessage, ...]]]:
+        """(turn, messages) read back for `recall`: one turn by number, or the newest
+        that match."""
+        if query.turn is not None:
+            if query.turn == command.turn:
+                return [(command.turn, command.current)]
+            segments = await self.of_turn(query.turn, context)
+            messages = tuple(m for s in segments for m in s.messages)
+            return [(query.turn, messages)] if messages else []
+        found: dict[int, tuple[ChatMessage, ...]] = {}
+        if matches(command.current, query.query):
+            found[command.turn] = command.current
+        last = context.segments - 1
+        for index in range(last, max(last - SEARCH_SEGMENTS, -1), -1):
+            if len(found) >= MATCHES:
+                break
+            segment = await self.segment(index)
+            if segment is not None and matches(segment.messages, query.query):
+                found[segment.turn] = (*segment.messages, *found.get(segment.turn, ()))
+        return sorted(found.items())
 
 
 def decoded(raw: bytes | None) -> StoredAgent:

@@ -3,22 +3,20 @@
 An event gets its seq when it is added and its time from the journaled step it belongs
 to (`stamp`): events before a step take the step's start, events after it its end.
 
-With the projection in this process (`LiveProjection`), the wake hands it each event as
-soon as its time is known (`show`, called once a step returned: the step's result, and so
-what it decided, is durable then), without a round trip and without waiting for the
-commit, so a follower sees a model's reply before the round's tool calls run. The wake's
-object state gets the events as chunks: one at the wake's end, and one whenever
-`CHUNK_EVENTS` events or `CHUNK_CHARS` characters of their text are waiting (a wake of
-many rounds, large results). The wake's last flush then makes sure of the projection: it
-writes every event of the wake and returns once they are committed, or, when the
-projection cannot take them, once Restate has accepted them for the `Projector`, which
-retries on its own (`LiveProjection.write`). That write is not a journaled step: a wake
-that dies before it returns replays and writes the same events again, and every write is
-an upsert by seq, so an event that arrives twice is written once. Both ways journal
-nothing, so a replay meets the same journal whichever way the write went.
-
-Without the projection in this process, every flush (before each model step and each
-tool call that changes the world) writes a chunk and sends it to the `Projector`.
+The wake hands the projection (the `Sink`, chosen once when the service is composed: the
+projection of this process) each event as soon as its time is known (`show`, called once
+a step returned: the step's result, and so what it decided, is durable then), without a
+round trip and without waiting for the commit, so a follower sees a model's reply before
+the round's tool calls run. The wake's object state gets the events as chunks: one at
+the wake's end, and one whenever `CHUNK_EVENTS` events or `CHUNK_CHARS` characters of
+their text are waiting (a wake of many rounds, large results). The wake's last flush
+then makes sure of the projection: it writes every event of the wake and returns once
+they are committed, or, when the projection cannot take them, once Restate has accepted
+them for the `Projector`, which retries on its own (`Sink.write`). That write is not a
+journaled step: a wake that dies before it returns replays and writes the same events
+again, and every write is an upsert by seq, so an event that arrives twice is written
+once. Both ways journal nothing, so a replay meets the same journal whichever way the
+write went.
 
 Handing an event over before it is in a chunk is safe because only events that journaled
 steps already decided are handed over: a replay adds the same events with the same seqs
@@ -34,15 +32,11 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 import msgspec
-import restate
 
 from schemas.events import AgentState, Event, EventBody
 from schemas.projection import EventBatch
 from schemas.state import Chunk, TimelineMark
 from services.agent.observers import Observer, notify
-from services.agent.store import Store
-from services.contracts import PROJECT_EVENTS
-from services.durable import send
 
 CHUNK_EVENTS = 64
 CHUNK_CHARS = 1_000_000
@@ -51,8 +45,9 @@ result may hold two million), writes them as a chunk at its next flush, so no ch
 with the length of a wake."""
 
 
-class LiveProjection(Protocol):
-    """The projection, served by this process."""
+class Sink(Protocol):
+    """Where a wake's events go to reach the read side: the projection, served by this
+    process (`services.projection.projector.Projection`)."""
 
     def offer(self, batch: EventBatch) -> None:
         """Queue the batch for the next commit and return at once; never raises."""
@@ -74,23 +69,24 @@ class _Pending:
     """Made once its time is known (and never changed after)."""
 
 
+WriteChunk = Callable[[int, Chunk], None]
+"""Writes chunk n of the timeline to the agent's state (`Store.write_chunk`)."""
+
+
 class Timeline:
     def __init__(
         self,
-        ctx: restate.ObjectContext,
-        store: Store,
         address: str,
         mark: TimelineMark,
+        sink: Sink,
+        write_chunk: WriteChunk,
         observers: Sequence[Observer] = (),
-        *,
-        live: LiveProjection | None = None,
     ) -> None:
-        self._ctx = ctx
-        self._store = store
         self._address = address
         self.mark = mark
+        self._sink = sink
+        self._write_chunk = write_chunk
         self._observers = observers
-        self._live = live
         self._buffer: list[_Pending] = []
         self._shown = 0
         """Buffered events already handed over (the buffer's first ones)."""
@@ -124,8 +120,6 @@ class Timeline:
     def show(self) -> None:
         """Hand the projection and the observers the buffered events whose time is known
         and that they have not had yet."""
-        if self._live is None:
-            return
         ready = []
         for pending in self._buffer[self._shown :]:
             if pending.at is None:
@@ -133,7 +127,7 @@ class Timeline:
             ready.append(self._event(pending))
         if ready:
             self._shown += len(ready)
-            self._live.offer(EventBatch(tuple(ready), "running"))
+            self._sink.offer(EventBatch(tuple(ready), "running"))
             notify(self._observers, ready)
 
     async def flush(
@@ -142,7 +136,7 @@ class Timeline:
         """Show what is ready, and write a chunk when one is due (see the module's text);
         the wake's `last` flush writes the rest and makes sure the projection holds every
         event of the wake."""
-        if self._live is not None and not last and not self._chunk_due:
+        if not last and not self._chunk_due:
             self.show()
             return
         if self._buffer:
@@ -150,12 +144,11 @@ class Timeline:
             shown, self._shown = self._shown, 0
             self._unsent.extend(events)
             notify(self._observers, events[shown:])
-            if self._live is None:
-                self._send(status)
-            elif not last and events[shown:]:
-                self._live.offer(EventBatch(events[shown:], status))
+            if not last and events[shown:]:
+                self._sink.offer(EventBatch(events[shown:], status))
         if last and self._unsent:
-            await self._project(status)
+            await self._sink.write(EventBatch(tuple(self._unsent), status))
+            self._unsent.clear()
 
     @property
     def _chunk_due(self) -> bool:
@@ -168,7 +161,7 @@ class Timeline:
         self._buffer.clear()
         self._stamped = 0
         self._chars = 0
-        self._store.write_chunk(self.mark.chunks, Chunk(events))
+        self._write_chunk(self.mark.chunks, Chunk(events))
         self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
         return events
 
@@ -177,18 +170,6 @@ class Timeline:
             at = datetime.fromtimestamp(p.at or 0, UTC)
             p.event = Event(self._address, p.seq, p.turn, p.round, at, p.body)
         return p.event
-
-    async def _project(self, status: AgentState) -> None:
-        live = self._live
-        assert live is not None
-        await live.write(EventBatch(tuple(self._unsent), status))
-        self._unsent.clear()
-
-    def _send(self, status: AgentState) -> None:
-        if self._unsent:
-            batch = EventBatch(tuple(self._unsent), status)
-            send(self._ctx, PROJECT_EVENTS, batch, key=self._address)
-            self._unsent.clear()
 
 
 def _text_chars(body: EventBody) -> int:

@@ -42,7 +42,7 @@ from services.agent.machine import (
     Emit,
     FindSpec,
     Reaction,
-    Refuse,
+    RefuseWake,
     Remember,
     SendWake,
     SpecFound,
@@ -154,12 +154,14 @@ def test_no_spec_for_a_waiting_sender_is_a_404_and_changes_nothing() -> None:
     empty = AgentRecord()
     reaction = react(ME, empty, Message("hi"))
     assert reaction.effects == (
-        Refuse(404, f"Agent {ME} has no spec yet: its first message must carry a spec or a kind."),
+        RefuseWake(
+            404, f"Agent {ME} has no spec yet: its first message must carry a spec or a kind."
+        ),
     )
     assert reaction.record == empty
     missing = react(ME, empty, SpecFound(Message("hi", kind="ghost"), None, direct=True))
     assert missing.effects == (
-        Refuse(404, "No spec of kind 'ghost' is published for tenant 'acme'."),
+        RefuseWake(404, "No spec of kind 'ghost' is published for tenant 'acme'."),
     )
 
 
@@ -349,7 +351,7 @@ def test_an_answer_to_an_unknown_request_is_recorded_refused_and_changes_nothing
     assert bodies(reaction) == [
         ApprovalRefused("t9r9-call_9", "unknown_request", True, "ops", sentence)
     ]
-    assert last(reaction) == Refuse(404, sentence)
+    assert last(reaction) == RefuseWake(404, sentence)
     assert reaction.record == PHASES[phase]
 
 
@@ -361,7 +363,7 @@ def test_a_second_answer_is_a_409_and_the_timeline_says_which_was_applied() -> N
     assert isinstance(refused, ApprovalRefused)
     assert (refused.reason, refused.approve, refused.by) == ("already_answered", False, "bob")
     refuse = last(second)
-    assert isinstance(refuse, Refuse)
+    assert isinstance(refuse, RefuseWake)
     assert refuse.status == 409
 
 
@@ -371,7 +373,7 @@ def test_an_answer_after_its_turn_ended_unanswered_says_so() -> None:
     [refused] = bodies(late)
     assert isinstance(refused, ApprovalRefused)
     assert refused.reason == "turn_ended"
-    assert last(late) == Refuse(409, refused.message)
+    assert last(late) == RefuseWake(409, refused.message)
 
 
 def test_answered_requests_are_bounded() -> None:

@@ -1,13 +1,11 @@
 """How a wake's events reach the projection: handed over as steps return and flushes
-happen, made sure of by the wake's last flush (a write that journals nothing), and sent to
-the `Projector` at every flush when the projection is not in this process."""
+happen, and made sure of by the wake's last flush (a write that journals nothing)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import msgspec
 import pytest
 
 from schemas.events import ModelMessage, ToolCalled, ToolFinished, TurnStarted
@@ -15,7 +13,6 @@ from schemas.projection import EventBatch
 from schemas.state import Chunk, TimelineMark
 from services.agent.store import Store
 from services.agent.timeline import CHUNK_CHARS, CHUNK_EVENTS, Timeline
-from services.contracts import PROJECT_EVENTS
 
 pytestmark = pytest.mark.anyio
 ADDRESS = "acme.helper.one"
@@ -32,14 +29,9 @@ class Journal:
 
     def __init__(self) -> None:
         self.state: dict[str, Any] = {}
-        self.sends: list[EventBatch] = []
 
     def set(self, key: str, value: Any) -> None:
         self.state[key] = value
-
-    def generic_send(self, service: str, handler: str, arg: bytes, **_: Any) -> None:
-        assert (service, handler) == (PROJECT_EVENTS.service, PROJECT_EVENTS.name)
-        self.sends.append(msgspec.json.decode(arg, type=EventBatch))
 
 
 class Live:
@@ -57,9 +49,9 @@ class Live:
         self.written.append(batch)
 
 
-def timeline(journal: Journal, live: Live | None) -> Timeline:
+def timeline(journal: Journal, live: Live) -> Timeline:
     ctx: Any = journal
-    return Timeline(ctx, Store(ctx), ADDRESS, TimelineMark(), live=live)
+    return Timeline(ADDRESS, TimelineMark(), live, Store(ctx).write_chunk)
 
 
 async def clock() -> float:
@@ -105,7 +97,6 @@ async def test_events_are_shown_as_steps_return_and_written_as_one_chunk_at_the_
     await line.flush("idle", clock, last=True)
     assert chunks(journal) == [[1, 2, 3, 4, 5]]
     assert line.mark == TimelineMark(5, 1)
-    assert journal.sends == []
 
 
 async def test_a_long_wake_writes_a_chunk_whenever_enough_events_wait() -> None:
@@ -141,7 +132,7 @@ async def test_observers_are_told_of_each_event_once_as_it_is_handed_over() -> N
     told: list[int] = []
     ctx: Any = journal
     line = Timeline(
-        ctx, Store(ctx), ADDRESS, TimelineMark(), [lambda e: told.append(e.seq)], live=live
+        ADDRESS, TimelineMark(), live, Store(ctx).write_chunk, [lambda e: told.append(e.seq)]
     )
     await a_round(line)
     assert told == [1, 2, 3, 4]
@@ -174,34 +165,22 @@ async def test_the_last_flush_writes_every_event_of_the_wake_and_journals_only_t
     await line.flush("idle", clock, last=True)
     assert seqs(live.written) == [[1, 2, 3, 4, 5]]
     assert live.written[0].status == "idle"
-    assert journal.sends == []
-    assert list(journal.state) == ["timeline.0"], "no step, no send: only the chunk"
+    assert list(journal.state) == ["timeline.0"], "no step: only the chunk"
     assert line.mark == TimelineMark(5, 1)
 
 
 async def test_a_last_write_that_fails_fails_the_flush_and_sends_nothing() -> None:
     """Neither the projection nor the `Projector` took the events: the wake's attempt
-    fails (Restate retries it, and the replay writes them again), with nothing sent."""
+    fails (Restate retries it, and the replay writes them again)."""
     journal, live = Journal(), Live(fails=True)
     line = timeline(journal, live)
     await a_round(line)
     with pytest.raises(OSError, match="neither the projection"):
         await line.flush("idle", clock, last=True)
-    assert journal.sends == []
     assert chunks(journal) == [[1, 2, 3, 4]], "the chunk is written before the projection"
 
 
 async def test_a_wake_that_adds_nothing_writes_nothing() -> None:
     journal, live = Journal(), Live()
     await timeline(journal, live).flush("idle", clock, last=True)
-    assert (journal.sends, journal.state, live.offered, live.written) == ([], {}, [], [])
-
-
-async def test_without_a_projection_in_this_process_every_flush_is_sent() -> None:
-    journal = Journal()
-    line = timeline(journal, None)
-    await a_round(line)
-    await line.flush("running", clock)
-    line.add(1, 2, ModelMessage("script", "done"), at=T + 4)
-    await line.flush("idle", clock, last=True)
-    assert seqs(journal.sends) == [[1, 2, 3, 4], [5]]
+    assert (journal.state, live.offered, live.written) == ({}, [], [])

@@ -1,0 +1,410 @@
+"""The wake's driver: the one module of the agent that holds the Restate context.
+
+It reads the clock and the record in one round trip, feeds the machine (`machine.py`) what
+arrived, and performs what comes back through one `perform`: the machine's effects (emit,
+send a wake, remember a segment, find a spec, drive the turn, refuse) and, while a turn is
+driven, the harness's commands (model and tool steps, folds, recall, spawn, approval and
+waits). Spawning is a `SendWake` like a report to a parent or a timer. The bookkeeping of
+a round (clock, usage, ledger, running time) is `books.py`, pure; the events go to the
+`Timeline`, whose sink was chosen when the service was composed; the state keys are the
+`Store`'s. The record is written once, at the wake's end.
+
+Every model call crosses the policy pipeline first and runs as a local journaled step
+when the model is served by this process (`LocalModel`), else as a durable call to the
+`Model` service. Tool steps are `ctx.run` steps keyed by agent, turn, round and call;
+workspace tools are durable calls to the `Workspace` service on the execution plane.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Awaitable, Sequence
+from typing import Protocol, overload
+
+import msgspec
+import restate
+
+from schemas.address import parse_address
+from schemas.chat import ToolDefinition
+from schemas.events import (
+    AgentStatus,
+    ApprovalRequested,
+    ArtifactWritten,
+    ChildSpawned,
+    EventBody,
+    Outcome,
+    ToolCalled,
+    ToolFinished,
+    Waiting,
+    WakeResult,
+)
+from schemas.harness import (
+    Ack,
+    AskApproval,
+    CallModel,
+    CallTool,
+    Command,
+    Fail,
+    Recall,
+    RecordFold,
+    Refuse,
+    Reply,
+    Result,
+    Spawn,
+    Spawned,
+    Summarize,
+    Summary,
+    ToolResult,
+    TurnState,
+    Wait,
+)
+from schemas.model import ModelReply, ModelRequest
+from schemas.state import AgentRecord, TimelineMark
+from schemas.tenant import SpecQuery
+from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
+from schemas.workspace import WORKSPACE_TOOL_NAMES, WORKSPACE_TOOLS, WorkspaceCall
+from services.agent.books import Books, Clock, model_events
+from services.agent.machine import (
+    Drive,
+    Effect,
+    Emit,
+    FindSpec,
+    Input,
+    RefuseWake,
+    Remember,
+    SendWake,
+    SpecFound,
+    TurnRan,
+    TurnStopped,
+    react,
+    state_of,
+)
+from services.agent.observers import Observer
+from services.agent.pipeline import BudgetExceededError, Pipeline, needs_clock
+from services.agent.store import Store
+from services.agent.timeline import Sink, Timeline
+from services.contracts import GENERATE, LATEST_SPEC, WAKE, WORKSPACE_CALL
+from services.durable import CANCELLED, call, send, step_options
+from services.harness.loop import TurnInput, run_turn
+from services.harness.recall import answer, parse
+from services.tools.registry import ToolRegistry
+
+CLOCK_STEP = "timestamp"
+"""The clock step's name: the one `ctx.time()` journals, so journals of either replay."""
+
+
+class LocalModel(Protocol):
+    """A model served by this process: the composition root hands it in when both planes
+    share one deployment, so a model step costs local journaled steps of the wake, not an
+    invocation."""
+
+    def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
+
+
+def definitions(tools: ToolRegistry) -> tuple[ToolDefinition, ...]:
+    """Every tool a spec may grant: the registry's and the workspace tools."""
+    return (*tools.definitions(), *WORKSPACE_TOOLS)
+
+
+class Driver:
+    _timeline: Timeline
+    """The wake's events (made once the record is read)."""
+    _books: Books
+    """The bookkeeping of the turn being driven (made when a drive begins)."""
+
+    def __init__(
+        self,
+        ctx: restate.ObjectContext,
+        address: str,
+        tools: ToolRegistry,
+        *,
+        sink: Sink,
+        model: LocalModel | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        self._ctx = ctx
+        self._address = address
+        self._tools = tools
+        self._sink = sink
+        self._model = model
+        self._observers = observers
+        self._store = Store(ctx)
+        self._pipeline = Pipeline(definitions(tools))
+        self._clock = Clock()
+
+    async def run(self, wake: Wake) -> WakeResult:
+        started = self._ctx.run_typed(CLOCK_STEP, _now, step_options(float))
+        record = await self._store.record(started)  # the clock is read with the record
+        self._clock = self._clock.saw(await started)
+        self._timeline = Timeline(
+            self._address, record.timeline, self._sink, self._store.write_chunk, self._observers
+        )
+        inputs: deque[Input] = deque([wake])
+        reply, note = "", ""
+        while inputs:
+            reaction = react(self._address, record, inputs.popleft())
+            record = reaction.record
+            reply = reaction.reply if reaction.reply is not None else reply
+            note = reaction.note or note
+            for effect in reaction.effects:
+                follow = await self.perform(effect, record)
+                if follow is not None:
+                    inputs.append(follow)
+        record = await self._finish(record)
+        return WakeResult(
+            status(self._address, record, record.timeline, running=False), reply, note
+        )
+
+    @overload
+    async def perform(self, step: Effect, record: AgentRecord) -> Input | None: ...
+    @overload
+    async def perform(self, step: Command, record: AgentRecord) -> Result: ...
+
+    async def perform(  # noqa: C901, PLR0911, PLR0912 - one case per effect and command
+        self, step: Effect | Command, record: AgentRecord
+    ) -> Input | Result | None:
+        """Perform one of the machine's effects or one of the harness's commands (the
+        latter only while `_drive` runs a turn, with `self._books` its bookkeeping)."""
+        match step:
+            case Emit(turn=turn, round=round_, bodies=bodies):
+                self._timeline.add(turn, round_, *bodies)
+            case SendWake(address=address, wake=wake, key=key, delay=delay):
+                send(
+                    self._ctx,
+                    WAKE,
+                    WakeEnvelope(wake),
+                    key=address,
+                    idempotency_key=key,
+                    delay=delay,
+                )
+            case Remember(index=index, segment=segment):
+                self._store.write_segment(index, segment)
+            case FindSpec(message=message, kind=kind, direct=direct):
+                tenant = parse_address(self._address).tenant
+                found = await call(self._ctx, LATEST_SPEC, SpecQuery(kind), key=tenant)
+                return SpecFound(message, found.spec, direct)
+            case Drive(turn=turn):
+                return await self._drive(turn, record)
+            case RefuseWake(status=status_code, sentence=sentence):
+                await self._finish(record)
+                raise restate.TerminalError(sentence, status_code=status_code)
+            case CallModel():
+                return await self._call_model(step)
+            case CallTool():
+                return await self._call_tool(step)
+            case Summarize(request=request):
+                return await self._summarize(request)
+            case RecordFold():
+                self._books, folded = self._books.folded(step)
+                self._add(folded)
+            case Recall():
+                return await self._recall(step)
+            case Spawn():
+                return await self._spawn(step, record)
+            case Refuse(call=refused, reason=reason):
+                self._refused(refused.id, refused.name, refused.arguments, reason)
+            case AskApproval(request_id=request_id, call=asked):
+                self._add(ApprovalRequested(request_id, asked.id, asked.name, asked.arguments))
+            case Wait(pending=pending):
+                self._add(Waiting(pending))
+        return Ack() if isinstance(step, Command) else None
+
+    async def _drive(self, turn: TurnState, record: AgentRecord) -> Input:
+        """Run the harness until the turn pauses or ends; a stop (the invocation's
+        cancellation) ends it as the books left it."""
+        self._store.set_running(self._ctx.request().id)
+        recent = await self._store.recent(record.context)
+        given = TurnInput(self._address, turn, recent, definitions(self._tools), record.context)
+        self._books = Books(turn, record.ledger, record.context, self._clock.now)
+        harness = run_turn(given)
+        command = next(harness)
+        while True:
+            try:
+                result = await self.perform(command, record)
+            except (restate.TerminalError, BudgetExceededError) as error:
+                harness.close()
+                books = self._books
+                if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
+                    return TurnStopped(books.spent(self._clock), books.ledger, books.context)
+                failed: tuple[Outcome, str] = ("failed", _reason(error))
+                return TurnRan(books.spent(self._clock), failed, books.ledger, books.context)
+            try:
+                command = harness.send(result)
+            except StopIteration as stop:
+                books = self._books
+                final = msgspec.structs.replace(stop.value, usage=books.turn.usage)
+                spent = books.spent(self._clock, final)
+                return TurnRan(spent, _ending(command), books.ledger, books.context)
+
+    async def _read_clock(self) -> float:
+        """The latest known time, reading the clock only if no step gave one yet."""
+        if self._clock.now is None:
+            at = await self._ctx.run_typed(CLOCK_STEP, _now, step_options(float))
+            self._clock = self._clock.saw(at)
+        assert self._clock.now is not None
+        return self._clock.now
+
+    def _saw(self, *times: float) -> None:
+        self._clock = self._clock.saw(*times)
+        if times[0]:
+            self._timeline.stamp(times[0])  # events before the step take its start
+
+    async def _call_model(self, command: CallModel) -> ModelReply:
+        request = command.request
+        books = self._books = self._books.at_round(request.round)
+        limits = books.turn.spec.limits
+        now = await self._read_clock() if needs_clock(limits) else 0.0
+        active = books.active(self._clock)
+        ledger = self._pipeline.before_model(books.turn, books.ledger, command, now, active)
+        self._books = books.reserved(ledger)
+        await self._flush()
+        reply = await self._generate(request)
+        self._saw(reply.started, reply.finished)
+        self._books = self._books.replied(reply).observed(command.prompt_chars, reply)
+        self._add(*model_events(command, reply), at=reply.finished)
+        self._timeline.show()
+        return reply
+
+    async def _summarize(self, request: ModelRequest) -> Summary:
+        """The fold's summary step, journaled like a model step. Whatever goes wrong (an
+        unknown model, a plugin that raises, a budget) is answered, never raised: the
+        harness then folds with the extractive summary."""
+        turn = self._books.turn
+        request = msgspec.structs.replace(request, turn=turn.number, round=turn.round)
+        try:
+            reply = await self._generate(request)
+        except restate.TerminalError as error:
+            if error.status_code == CANCELLED:
+                raise
+            return Summary(problem=f"The summary step failed: {error.message}")
+        self._saw(reply.started, reply.finished)
+        self._books = self._books.replied(reply)
+        return Summary(reply)
+
+    async def _generate(self, request: ModelRequest) -> ModelReply:
+        if self._model is None:
+            return await call(self._ctx, GENERATE, request)
+        return await self._model.step(self._ctx, request)
+
+    async def _flush(self) -> None:
+        """Flush before a round's model step (a round's long wait) and before a tool call
+        that changes the world, so a person sees what is being done before it is done.
+        Only the wake's first flush may read the clock, when no step has given the wake a
+        time yet."""
+        if self._timeline.pending:
+            self._timeline.stamp(await self._read_clock())
+            await self._timeline.flush("running", self._read_clock)
+
+    async def _call_tool(self, command: CallTool) -> ToolResult:
+        call_ = command.call
+        books = self._books
+        problem = self._pipeline.before_tool(books.turn, call_, books.active(self._clock))
+        if problem is not None:
+            self._refused(call_.id, call_.name, call_.arguments, problem)
+            return ToolResult(call_.id, call_.name, "error", problem)
+        self._add(ToolCalled(call_.id, call_.name, call_.arguments))
+        written: tuple[ArtifactWritten, ...] = ()
+        if call_.name in WORKSPACE_TOOL_NAMES:
+            await self._flush()  # a command changes the world: show it before it runs
+            result, written = await self._workspace(command)
+        else:
+            if self._tools.has_effects(call_.name):
+                await self._flush()
+            result = await self._ctx.run_typed(
+                f"tool {call_.name} {call_.id}",
+                self._tools.run,
+                step_options(ToolResult),
+                call_,
+                command.idempotency_key,
+                self._address,
+            )
+        self._clock = self._clock.saw(result.started, result.finished)
+        if at := result.started or self._clock.now:
+            self._timeline.stamp(at)
+        finished = ToolFinished(call_.id, call_.name, result.status, result.content)
+        self._add(finished, *written, at=result.finished or None)
+        self._timeline.show()
+        return result
+
+    async def _workspace(self, command: CallTool) -> tuple[ToolResult, tuple[ArtifactWritten, ...]]:
+        """A workspace tool: a durable call to the execution plane, never a step here."""
+        turn = self._books.turn
+        settings = turn.spec.workspace
+        lent_by = turn.parent.address if turn.parent and settings.lend_to_children else None
+        request = WorkspaceCall(
+            self._address, command.call, command.idempotency_key, settings, lent_by
+        )
+        reply = await call(self._ctx, WORKSPACE_CALL, request)
+        call_id = command.call.id
+        written = tuple(ArtifactWritten(call_id, a.path, a.size, a.sha256) for a in reply.artifacts)
+        return reply.result, written
+
+    async def _recall(self, command: Recall) -> ToolResult:
+        call_ = command.call
+        self._add(ToolCalled(call_.id, call_.name, call_.arguments))
+        query = parse(call_)
+        if isinstance(query, str):
+            result = ToolResult(call_.id, call_.name, "error", query)
+        else:
+            found = await self._store.recalled(query, command, self._books.context)
+            result = ToolResult(call_.id, call_.name, "ok", answer(query, found))
+        self._add(ToolFinished(call_.id, call_.name, result.status, result.content))
+        return result
+
+    async def _spawn(self, command: Spawn, record: AgentRecord) -> Spawned:
+        parent = ParentRef(self._address, self._books.turn.number, command.call.id)
+        message = Message(command.task, spec=command.spec, parent=parent, depth=command.depth)
+        await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
+        self._add(ChildSpawned(command.call.id, command.child, command.task))
+        return Spawned(command.child)
+
+    def _refused(self, call_id: str, name: str, arguments: dict[str, object], why: str) -> None:
+        self._add(
+            ToolCalled(call_id, name, dict(arguments)), ToolFinished(call_id, name, "error", why)
+        )
+
+    def _add(self, *bodies: EventBody, at: float | None = None) -> None:
+        turn = self._books.turn
+        self._timeline.add(turn.number, turn.round, *bodies, at=at)
+
+    async def _finish(self, record: AgentRecord) -> AgentRecord:
+        """Flush what is left of the timeline and write the record (if it changed): the
+        wake's end. Returns the record as written."""
+        await self._timeline.flush(state_of(record.turn), self._read_clock, last=True)
+        if record.timeline != self._timeline.mark:
+            record = msgspec.structs.replace(record, timeline=self._timeline.mark)
+        await self._store.finish(record)
+        return record
+
+
+def status(address: str, record: AgentRecord, mark: TimelineMark, *, running: bool) -> AgentStatus:
+    """The agent's status, its state derived from the turn's phase by `state_of`."""
+    return AgentStatus(
+        address=address,
+        state="running" if running else state_of(record.turn),
+        turn=record.turns,
+        last_seq=mark.last_seq,
+        last_outcome=record.last_outcome,
+        queued=len(record.queue),
+        tokens_day=record.ledger.day,
+        tokens_used=record.ledger.day_tokens,
+    )
+
+
+def _ending(last: Command) -> tuple[Outcome, str] | None:
+    if isinstance(last, Reply):
+        return "succeeded", last.text
+    if isinstance(last, Fail):
+        return "failed", last.reason
+    return None
+
+
+def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
+    if isinstance(error, BudgetExceededError):
+        return str(error)
+    return f"The model step failed: {error.message}"
+
+
+async def _now() -> float:
+    return time.time()  # noqa: TID251 - inside the journaled step: replay reads it back
