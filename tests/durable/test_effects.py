@@ -13,6 +13,7 @@ from schemas.events import ToolFinished
 from schemas.wake import Message
 from services.effects.ledger import RestateLedger
 from services.stack.endpoint import Endpoint
+from services.stack.identity import public_key
 from services.tools.registry import load_tools
 from tests.durable.conftest import LiveStack, eventually, live_stack, stack_settings
 from tests.durable.test_crash import SPEC, ledger_calls, lines_for, read
@@ -43,7 +44,9 @@ def test_a_call_interrupted_mid_way_is_unknown_after_a_restart_on_a_fresh_home(
         "the slow ledger step to start",
     )
     own.endpoint.kill()
-    fresh = own.settings.model_copy(update={"home": tmp_path / "fresh"})
+    # A replica on another disk is told restate-server's public key, as an operator would.
+    keys = (public_key(first_home),)
+    fresh = own.settings.model_copy(update={"home": tmp_path / "fresh", "identity_keys": keys})
     own.endpoint = Endpoint(fresh)
     own.endpoint.start()
 
