@@ -87,7 +87,12 @@ class WorkspaceHost:
             UnicodeError,
             OSError,
         ) as error:
-            return WorkspaceReply(result(call, "error", self._failure(call, error)))
+            # A write given up at its deadline may have happened: its outcome is unknown.
+            overdue_write = (
+                isinstance(error, DeadlinePassedError) and call.call.name == "write_file"
+            )
+            status: ToolStatus = "unknown" if overdue_write else "error"
+            return WorkspaceReply(result(call, status, self._failure(call, error)))
 
     async def _perform(
         self, call: WorkspaceCall, workspace: Workspace, stopped: Callable[[], bool]
