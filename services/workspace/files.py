@@ -240,7 +240,7 @@ def _make_parents(workspace: Workspace, path: Path) -> list[Path]:
     return created
 
 
-SCAN_LIMIT = 20_000
+SCAN_LIMIT = 10_000
 """Entries `list_files` looks at, at most, so a listing ends quickly however many files a
 command left."""
 
@@ -272,12 +272,16 @@ def _scan(base: Path) -> tuple[dict[str, int], bool]:
     at `SCAN_LIMIT` entries. Links are not followed."""
     found: dict[str, int] = {}
     seen = 0
-    for folder, _dirs, names in os.walk(base):
-        for name in names:
-            seen += 1
-            if seen > SCAN_LIMIT:
-                return found, False
-            info = _lstat(Path(folder) / name)
-            if info is not None and stat.S_ISREG(info.st_mode):
-                found[(Path(folder) / name).relative_to(base).as_posix()] = info.st_size
+    folders = [base]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > SCAN_LIMIT:
+                    return found, False
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    relative = Path(entry.path).relative_to(base).as_posix()
+                    found[relative] = entry.stat(follow_symlinks=False).st_size
     return found, True
