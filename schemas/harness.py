@@ -69,6 +69,9 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     depth: int
     spec: AgentSpec
     """The child's spec: the parent's, with grants never wider."""
+    budget: int = 0
+    """The child's share of the message's agents: what it and its descendants may still
+    bring into being."""
 
 
 class Refuse(msgspec.Struct, frozen=True, tag="refuse"):
@@ -204,6 +207,9 @@ class TurnState(msgspec.Struct, frozen=True):
     spawned: int = 0
     parent: ParentRef | None = None
     depth: int = 0
+    budget: int | None = None
+    """The agents this turn and its descendants may still bring into being; None for the
+    whole of the spec's `max_descendants` (a turn that has spawned nothing yet)."""
     active_seconds: float = 0
     """Time spent running in earlier wakes, for the wall-time budget."""
     usage: Usage = Usage()

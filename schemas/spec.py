@@ -22,6 +22,9 @@ class Limits(msgspec.Struct, frozen=True):
     """Children one turn may spawn."""
     max_depth: int = 3
     """How deep a chain of spawned children may go."""
+    max_descendants: int = 32
+    """Agents one message may bring into being in all: the children of its turn, theirs,
+    and so on. Each child gets a share of what is left (`Message.budget`)."""
     max_turn_tokens: int = 0
     """Model tokens (prompt and completion) one turn may use; 0 for no limit."""
     max_turn_seconds: float = 0
@@ -47,6 +50,7 @@ LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 32768),
     "max_children": (0, 64),
     "max_depth": (0, 10),
+    "max_descendants": (0, 1024),
     "max_turn_tokens": (0, 10_000_000),
     "max_turn_seconds": (0, 86_400),
     "max_daily_tokens": (0, 1_000_000_000),

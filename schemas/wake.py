@@ -34,6 +34,11 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     """Set when a parent spawned this agent; the turn's end is reported there."""
     depth: int = 0
     """0 for agents addressed from outside, parent's depth + 1 for children."""
+    budget: int | None = None
+    """Set on a child's message by its parent: the agents the child's turn and its own
+    descendants may still bring into being (never more than its spec's
+    `max_descendants`); None for a message from outside, whose turn has the whole of
+    `max_descendants`."""
     id: str = ""
     """The sender's id for this message, carried on the `turn_started` it starts, so the
     sender finds its turn without comparing texts (two equal messages are two turns)."""

@@ -354,7 +354,13 @@ class Driver:
 
     async def _spawn(self, command: Spawn, record: AgentRecord) -> Spawned:
         parent = ParentRef(self._address, self._books.turn.number, command.call.id)
-        message = Message(command.task, spec=command.spec, parent=parent, depth=command.depth)
+        message = Message(
+            command.task,
+            spec=command.spec,
+            parent=parent,
+            depth=command.depth,
+            budget=command.budget,
+        )
         await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
         self._add(ChildSpawned(command.call.id, command.child, command.task))
         return Spawned(command.child)

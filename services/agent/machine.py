@@ -230,7 +230,10 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
     number = record.turns + 1
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
-    turn = TurnState(number, spec, (user,), parent=message.parent, depth=message.depth)
+    budget = message.budget if message.parent is not None else None
+    turn = TurnState(
+        number, spec, (user,), parent=message.parent, depth=message.depth, budget=budget
+    )
     started = Emit(
         number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent, message.id),)
     )

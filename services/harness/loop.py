@@ -263,18 +263,36 @@ def _spawn(
         problem = f"This turn has already started its limit of {limits.max_children} helpers."
     elif turn.depth + 1 > limits.max_depth:
         problem = f"Helpers may not be nested deeper than {limits.max_depth} levels."
+    elif (left := _budget(turn)) < 1:
+        problem = (
+            "No more helpers may be started: the message this work began with may bring "
+            f"at most {limits.max_descendants} agents into being in all, and this agent's "
+            "share of them is used up."
+        )
     else:
         child = str(child_address(parse_address(given.address), turn.number, turn.round, index))
         wanted = call.arguments.get("tools")
         tools = [str(name) for name in wanted] if isinstance(wanted, list) else None
-        result = yield Spawn(call, child, task, turn.depth + 1, narrowed(turn.spec, tools))
+        share = (left - 1) // 2  # the child's: half of what is left once it exists
+        spec = narrowed(turn.spec, tools)
+        result = yield Spawn(call, child, task, turn.depth + 1, spec, share)
         assert isinstance(result, Spawned)
         pending = (*turn.pending, PendingChild(child, call.id))
-        turn = msgspec.structs.replace(turn, pending=pending, spawned=turn.spawned + 1)
+        turn = msgspec.structs.replace(
+            turn, pending=pending, spawned=turn.spawned + 1, budget=left - 1 - share
+        )
         note = f"Started helper {child}. Its reply will arrive later; call `wait` to pause for it."
         return _append(turn, _tool_message(call, note))
     yield Refuse(call, problem)
     return _append(turn, _tool_message(call, problem))
+
+
+def _budget(turn: TurnState) -> int:
+    """The agents this turn and its descendants may still bring into being: every agent
+    made is taken from exactly one turn's budget, so a message never makes more than its
+    spec's `max_descendants`, however its children run."""
+    whole = turn.spec.limits.max_descendants
+    return whole if turn.budget is None else min(turn.budget, whole)
 
 
 def _refusal(call: ToolCall, granted: dict[str, Policy]) -> str:

@@ -214,3 +214,37 @@ async def test_a_call_waits_for_its_approval_and_runs_once_approved(agents: Agen
     with pytest.raises(restate.TerminalError, match="already answered") as refused:
         await agents.wake(ME, Approval(asked.request_id, approve=True))
     assert refused.value.status_code == 409
+
+
+def fan_out(levels: int) -> str:
+    """A script that spawns two helpers running `fan_out(levels - 1)`, waits for them and
+    replies; at 0 levels, a plain reply."""
+    if levels == 0:
+        return script({"reply": "leaf"})
+    task = fan_out(levels - 1)
+    spawn = {"name": "spawn_agent", "arguments": {"task": task}}
+    return script({"calls": [spawn, spawn]}, {"calls": [{"name": "wait"}]}, {"reply": "done"})
+
+
+async def test_one_message_brings_no_more_agents_into_being_than_its_budget(
+    agents: Agents,
+) -> None:
+    limits = msgspec.structs.replace(SPEC.limits, max_descendants=3)
+    spec = msgspec.structs.replace(SPEC, can_spawn=True, limits=limits)
+    await agents.wake(ME, Message(fan_out(3), spec=spec))
+    await agents.deliver()
+
+    made = sorted(address for address in agents.states if address != ME)
+    assert len(made) == 3, made  # unbounded, three levels of two would make 14
+    assert all(address.startswith(f"{ME}.") for address in made)
+    refusals = [
+        f.content
+        for address in agents.states
+        for f in agents.bodies(address, ToolFinished)
+        if f.status == "error"
+    ]
+    # The root's helpers get 1 and 0 of the 3; the first one's own helper gets 0: each of
+    # those three agents' further spawns (1, 2 and 2) is refused.
+    assert len(refusals) == 5, "every spawn past the budget is refused"
+    assert all("at most 3 agents into being" in r for r in refusals)
+    assert [e.outcome for e in agents.bodies(ME, TurnEnded)] == ["succeeded"]

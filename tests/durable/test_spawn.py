@@ -7,9 +7,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from schemas.events import ChildReported, ChildSpawned, TurnEnded, Waiting
+from schemas.events import ChildReported, ChildSpawned, ToolFinished, TurnEnded, Waiting
 from schemas.spec import AgentSpec, Limits
+from schemas.wake import Message
+from services.contracts import AGENT
 from services.executor.scripted import script
+from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack
 
 pytestmark = pytest.mark.durable
@@ -89,3 +92,36 @@ def test_a_child_inherits_the_spec_and_its_failure_reaches_the_parent(
     assert parent_end.outcome == "succeeded"
     assert "(failed)" in parent_end.reply
     assert "all 3 rounds" in parent_end.reply
+
+
+def fan_out(levels: int) -> str:
+    """Spawns two helpers running `fan_out(levels - 1)`, waits for them and replies."""
+    if levels == 0:
+        return script({"reply": "leaf"})
+    task = fan_out(levels - 1)
+    return script({"calls": [spawn(task), spawn(task)]}, {"calls": [{"name": "wait"}]},
+                  {"reply": "done"})  # fmt: skip
+
+
+def test_one_message_spawning_past_its_descendant_budget_makes_no_agent_beyond_it(
+    stack: LiveStack, address: str
+) -> None:
+    spec = msgspec.structs.replace(SPEC, limits=Limits(max_descendants=3))
+    stack.ingress.send_wake(address, Message(fan_out(3), spec=spec))
+    assert stack.wait_for_turn_end(address, 1).outcome == "succeeded"
+
+    with RestateAdmin(stack.settings.admin_url) as admin:
+        rows = admin.query(
+            "SELECT DISTINCT service_key FROM state"  # noqa: S608 - an address the test made
+            f" WHERE service_name = '{AGENT}' AND service_key LIKE '{address}.%'"
+        )
+    made = sorted(str(row["service_key"]) for row in rows)
+    assert len(made) == 3, made  # unbounded, three levels of two would make 14 agents
+    refused = [
+        e.body.content
+        for agent in (address, *made)
+        for e in stack.events(agent)
+        if isinstance(e.body, ToolFinished) and e.body.status == "error"
+    ]
+    assert len(refused) == 5
+    assert all("may bring at most 3 agents into being in all" in r for r in refused)
