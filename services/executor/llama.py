@@ -19,7 +19,7 @@ from llama_cpp.llama_types import CreateCompletionStreamResponse as CompletionCh
 
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition, canonical
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
-from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore
+from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore, tenant_of
 from services.executor.protocol import TextSink, discard
 from services.executor.timing import Stopwatch
 
@@ -257,6 +257,7 @@ class LlamaExecutor:
         self._im_end = self._special(IM_END)
         self._grammar: tuple[str, LlamaGrammar] | None = None
         self.cache: AgentCache | None = None
+        self._tenant: str | None = None
         if cache_bytes > 0:
             self.cache = AgentCache(LlamaSequence(self._llm), PrefixStore(cache_bytes))
 
@@ -284,8 +285,7 @@ class LlamaExecutor:
         clock = Stopwatch()
         tokens = self.tokenize(request)
         self._check_fits(len(tokens), request.max_tokens)
-        if self.cache is not None:
-            self.cache.prepare(request.agent, tokens)
+        self._scope(request.agent, tokens)
         cached = self._reusable_prefix(tokens)
         text, sampled = "", 0
         finish: FinishReason = "cancelled"
@@ -297,6 +297,16 @@ class LlamaExecutor:
         message, finish = self._to_message(text, request, finish)
         usage = Usage(prompt_tokens=len(tokens), completion_tokens=sampled, cached_tokens=cached)
         return ModelReply(message, usage, finish, timing=clock.timing(sampled), window=self.n_ctx)
+
+    def _scope(self, agent: str, tokens: Sequence[int]) -> None:
+        """Let the call reuse only a prefix evaluated for its own tenant (`AgentCache`
+        does so, and keeps each agent's prefix; without it the model is reset when the
+        tenant changes)."""
+        if self.cache is not None:
+            self.cache.prepare(agent, tokens)
+        elif self._tenant is not None and tenant_of(agent) != self._tenant:
+            self._llm.reset()  # type: ignore[no-untyped-call]
+        self._tenant = tenant_of(agent)
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
         # llama.cpp reads max_tokens <= 0 as "fill the window": refuse it instead.

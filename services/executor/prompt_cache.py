@@ -7,6 +7,11 @@ sequence, keyed by agent, with the tokens it holds) in a byte-bounded LRU store.
 call comes from another agent than the one the model holds, the holder's state is saved
 and the caller's own prefix is restored, if it shares more with the new prompt than what
 the model holds.
+
+A prefix is reused only within one tenant (the first part of an agent's address): what
+the model holds for one tenant is cleared before a call of another tenant's agent, unless
+that agent's own prefix is restored in its place. Otherwise a tenant could learn another
+tenant's prompt token by token from the cached-token count or the time of its calls.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ class SequenceState(Protocol):
     def save(self) -> bytes: ...
 
     def load(self, tokens: Sequence[int], state: bytes) -> None: ...
+
+    def clear(self) -> None:
+        """Hold nothing: the next call evaluates its whole prompt."""
+        ...
+
+
+def tenant_of(agent: str) -> str:
+    """The tenant an agent's address names (its first part)."""
+    return agent.split(".", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,8 @@ class CacheStats:
     """Calls from another agent than the one the model held."""
     restores: int = 0
     """Switches that loaded the caller's saved prefix."""
+    clears: int = 0
+    """Switches to another tenant's agent that found nothing of its own to restore."""
     switch_seconds: float = 0.0
     """Time spent saving and restoring states on switches."""
     restored_tokens: list[int] = field(default_factory=list)
@@ -111,21 +127,28 @@ class AgentCache:
         self._holder: str | None = None
 
     def prepare(self, agent: str, tokens: Sequence[int]) -> None:
-        """Make the model hold the longest prefix of `tokens` it can: what it holds now,
-        or `agent`'s saved prefix."""
+        """Make the model hold the longest prefix of `tokens` it can: what it holds now
+        (if it holds it for `agent`'s tenant), or `agent`'s saved prefix; else nothing."""
         if agent == self._holder:
             return
         started = time.perf_counter()
         held = self._sequence.held()
-        if self._holder is not None and held:
-            self.store.put(self._holder, SavedPrefix(tuple(held), self._sequence.save()))
-        self._holder = agent
+        previous, self._holder = self._holder, agent
+        if previous is not None and held:
+            self.store.put(previous, SavedPrefix(tuple(held), self._sequence.save()))
+        foreign = previous is not None and tenant_of(previous) != tenant_of(agent)
+        usable = [] if foreign else held
         self.stats.switches += 1
         saved = self.store.get(agent)
-        if saved is not None and common_prefix(saved.tokens, tokens) > common_prefix(held, tokens):
+        if saved is not None and common_prefix(saved.tokens, tokens) > common_prefix(
+            usable, tokens
+        ):
             self._sequence.load(saved.tokens, saved.state)
             self.stats.restores += 1
             self.stats.restored_tokens.append(len(saved.tokens))
+        elif foreign and held:
+            self._sequence.clear()
+            self.stats.clears += 1
         self.stats.switch_seconds += time.perf_counter() - started
 
 
@@ -158,3 +181,7 @@ class LlamaSequence:
         self._llm.n_tokens = len(tokens)
         # The restored logits are not those of the last token: evaluate it again.
         self._llm._requires_eval = True
+
+    def clear(self) -> None:
+        # Holding no tokens, the next evaluation shares no prefix and clears the KV cells.
+        self._llm.reset()  # type: ignore[no-untyped-call]

