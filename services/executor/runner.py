@@ -39,6 +39,25 @@ FINAL_PUSH_SECONDS = 1.0
 MODEL_FAILED = 502
 
 
+class ModelCrashedError(Exception):
+    """A model raised something else than a `ModelError`. The step retries it; when its
+    attempts run out, Restate fails the step with the exception's `repr`, which is made
+    the sentence here instead of the class and the library's text."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.sentence = (
+            f"The model {name!r} failed with an unexpected error (the execution plane's log "
+            "says more)."
+        )
+
+    def __repr__(self) -> str:
+        return self.sentence
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
 class ModelRunner:
     """`live`, when given, receives the text of replies as it is written. Agents of
     `local_only_tenants` run only on local models."""
@@ -130,6 +149,9 @@ class ModelRunner:
         except (ModelError, ModelConfigError, ValueError) as error:
             log.warning("The model %s failed: %s", name, for_log(str(error)))
             raise StepRefusedError(MODEL_FAILED, public(str(error))) from error
+        except Exception as error:  # retried by the step, then failed with a sentence
+            log.exception("The model %s raised", name)
+            raise ModelCrashedError(name) from error
         finally:
             if pusher is not None:
                 pusher.cancel()
