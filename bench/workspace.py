@@ -35,7 +35,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Stack, isolated_settings
 from services.workspace.files import open_workspace
-from services.workspace.sandbox import Mounts, bwrap_argv, prlimit_argv, run_sandboxed
+from services.workspace.sandbox import Mounts, Pipes, bwrap_argv, prlimit_argv, run_sandboxed
 
 JSON = {"content-type": "application/json"}
 
@@ -58,12 +58,12 @@ async def overhead(home: Path, runs: int) -> dict[str, Spread]:
             raise SystemExit(f"the sandboxed `true` failed: {outcome}")
 
     async def bwrap_alone() -> None:
-        read, write = os.pipe()
-        argv = bwrap_argv("bwrap", mounts, "true", write, prlimit_argv(limits, 2**20))
-        process = await asyncio.create_subprocess_exec(*argv, pass_fds=(write,))
-        os.close(write)
+        pipes = Pipes.open(network=False)
+        argv = bwrap_argv("bwrap", mounts, "true", pipes, prlimit_argv(limits, 2**20))
+        process = await asyncio.create_subprocess_exec(*argv, pass_fds=pipes.for_bwrap())
+        pipes.close_bwraps()
         await process.wait()
-        os.close(read)
+        os.close(pipes.status[0])
 
     timings: dict[str, list[float]] = {"direct": [], "bwrap": [], "sandboxed": []}
     runners = (("direct", _direct), ("bwrap", bwrap_alone), ("sandboxed", sandboxed))

@@ -5,6 +5,8 @@ Kept apart from `schemas.workspace` so that `schemas.spec` can hold it without a
 
 from __future__ import annotations
 
+import ipaddress
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import msgspec
@@ -37,7 +39,8 @@ class WorkspaceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     quota_mb: Annotated[int, msgspec.Meta(ge=1)] = 256
     """The most the workspace's files may hold."""
     network: bool = False
-    """Whether commands may use the network (the host's, loopback included)."""
+    """Whether commands get outbound network (never the host's loopback, link-local or
+    private addresses); honoured only for tenants the operator grants it."""
     lend_to_children: bool = False
     """Whether children this agent spawns see its workspace, read-only, at /parent."""
     limits: CommandLimits = CommandLimits()
@@ -86,3 +89,34 @@ def workspace_refusal(workspace: WorkspaceSettings, tenant: str, policy: Sandbox
                 f"{ceiling:g} (TEASPILL_WORKSPACE_MAX_{name.split('.')[-1].upper()})."
             )
     return ""
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One exception to the blocked ranges: a network, and a port or every port."""
+
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network
+    port: int | None = None
+
+
+def parse_allowed(entry: str) -> Allowed:
+    """`10.1.2.0/24`, `10.1.2.3`, `10.1.2.3:443` or `[fd00::1]:80`; raises ValueError with
+    a sentence for anything else."""
+    host, port = entry.strip(), None
+    if host.startswith("["):
+        host, closed, rest = host[1:].partition("]")
+        port = rest.removeprefix(":") if closed else "-"
+        port = port or None
+    elif host.count(":") == 1:
+        host, port = host.split(":")
+    try:
+        network = ipaddress.ip_network(host, strict=False)
+        number = int(port) if port is not None else None
+    except ValueError:
+        number, network = -1, None
+    if network is None or (number is not None and not 0 < number < 65536):
+        raise ValueError(
+            f"{entry!r} is not an address, a CIDR or address:port (such as 10.1.2.0/24, "
+            "10.1.2.3:443 or [fd00::1]:80)"
+        )
+    return Allowed(network, number)

@@ -88,6 +88,7 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
         tmp_mb=config.sandbox_tmp_mb,
         reserve_mb=config.disk_reserve_mb,
         deadline=config.tool_deadline_seconds,
+        allowed=config.allowed,
     )
     services += [workspace_service(host, ledger)]
     services += [effects_object()]

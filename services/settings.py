@@ -14,6 +14,8 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from schemas.sandbox import Allowed, parse_allowed
+
 PREFIX = "TEASPILL_"
 
 Modules = Annotated[tuple[str, ...], NoDecode]
@@ -180,6 +182,18 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return tuple(name.strip() for name in value.split(",") if name.strip())
+
+    @field_validator("network_allow")
+    @classmethod
+    def _allowed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parse_allowed(entry)
+        return value
+
+    @property
+    def allowed(self) -> tuple[Allowed, ...]:
+        """The network allow-list, parsed."""
+        return tuple(parse_allowed(entry) for entry in self.network_allow)
 
     @property
     def ingress_url(self) -> str:

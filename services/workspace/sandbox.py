@@ -30,7 +30,15 @@ from pathlib import Path
 
 import psutil
 
-from schemas.sandbox import CommandLimits, LimitName
+from schemas.sandbox import Allowed, CommandLimits, LimitName
+from services.workspace.network import (
+    RESOLV_CONF,
+    Attached,
+    NetworkUnavailableError,
+    attach,
+)
+from services.workspace.seccomp import SeccompUnavailableError
+from services.workspace.seccomp import program as seccomp_program
 
 SAMPLE_SECONDS = 0.05
 KEEP_BYTES = 64_000
@@ -85,16 +93,77 @@ class DiskFloor:
         return self.free() <= self.reserve_bytes
 
 
+@dataclass
+class Pipes:
+    """The pipes bwrap is given: its status (the command's pid and exit code), the seccomp
+    filter and, with network, the resolver's file and the pipe it waits on before it runs
+    the command (until the namespace is firewalled and attached)."""
+
+    status: tuple[int, int]
+    seccomp: int
+    network: tuple[int, int, int] | None = None
+    """(resolv.conf to read, wait to read, wait to write)"""
+
+    @classmethod
+    def open(cls, network: bool) -> Pipes:
+        opened: list[int] = []
+        try:
+            status = os.pipe()
+            opened += status
+            seccomp = _filled(seccomp_program())
+            opened.append(seccomp)
+            if not network:
+                return cls(status, seccomp)
+            resolv = _filled(RESOLV_CONF.encode())
+            opened.append(resolv)
+            wait = os.pipe()
+        except (OSError, SeccompUnavailableError) as error:
+            for fd in opened:
+                os.close(fd)
+            raise SandboxUnavailableError(str(error)) from error
+        return cls(status, seccomp, (resolv, *wait))
+
+    def for_bwrap(self) -> tuple[int, ...]:
+        network = self.network[:2] if self.network else ()
+        return (self.status[1], self.seccomp, *network)
+
+    def close_bwraps(self) -> None:
+        for fd in self.for_bwrap():
+            os.close(fd)
+
+    def release(self) -> None:
+        """Let the command start."""
+        if self.network:
+            with contextlib.suppress(OSError):
+                os.write(self.network[2], b"1")
+            self.close_own()
+
+    def close_own(self) -> None:
+        if self.network:
+            with contextlib.suppress(OSError):
+                os.close(self.network[2])
+
+
+def _filled(data: bytes) -> int:
+    """A pipe holding `data` (well under a pipe's buffer), its writing end closed."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
+
+
 def bwrap_argv(
-    bwrap: str, mounts: Mounts, command: str, status_fd: int, limits: list[str]
+    bwrap: str, mounts: Mounts, command: str, pipes: Pipes, limits: list[str]
 ) -> list[str]:
     """`limits`: the `prlimit` command line the command runs under."""
     argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    argv += ["--die-with-parent", "--new-session", "--json-status-fd", str(status_fd)]
-    if not mounts.network:
-        argv.append("--unshare-net")
+    argv += ["--unshare-net", "--die-with-parent", "--new-session"]
+    argv += ["--json-status-fd", str(pipes.status[1]), "--seccomp", str(pipes.seccomp)]
     for path in SYSTEM:
         argv += ["--ro-bind", path, path]
+    if pipes.network:
+        argv += ["--perms", "0644", "--ro-bind-data", str(pipes.network[0]), "/etc/resolv.conf"]
+        argv += ["--block-fd", str(pipes.network[1])]
     for link in SYSTEM_LINKS:
         if Path(link).is_symlink():
             argv += ["--symlink", str(Path(link).readlink()), link]
@@ -110,11 +179,13 @@ def bwrap_argv(
     argv += ["--chdir", "/workspace", "--clearenv", "--setenv", "PATH", PATH]
     argv += ["--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8"]
     if os.geteuid() == 0:
+        # No user namespace to disable: the filter refuses making any namespace.
         argv += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--", *limits, "setpriv"]
         argv += [f"--reuid={mounts.uid}", f"--regid={mounts.uid}", "--clear-groups"]
         argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     else:
-        argv += ["--unshare-user", "--uid", "1000", "--gid", "1000", "--", *limits]
+        argv += ["--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000"]
+        argv += ["--", *limits]
     return [*argv, "/bin/sh", "-c", command]
 
 
@@ -151,33 +222,80 @@ async def run_sandboxed(
     file_bytes: int,
     stopped: Callable[[], bool],
     floor: DiskFloor | None = None,
+    allowed: tuple[Allowed, ...] = (),
 ) -> Outcome:
     """Run `command`; never raises for the command's own failures. Raises
-    `SandboxUnavailableError` when bwrap could not start the sandbox."""
-    read_status, write_status = os.pipe()
+    `SandboxUnavailableError` when bwrap could not start the sandbox. With network, the
+    command waits in its namespace until `allowed` and the rest of the firewall are set
+    and slirp4netns is attached."""
+    pipes = Pipes.open(mounts.network)
     try:
         process = await asyncio.create_subprocess_exec(
-            *bwrap_argv(bwrap, mounts, command, write_status, prlimit_argv(limits, file_bytes)),
+            *bwrap_argv(bwrap, mounts, command, pipes, prlimit_argv(limits, file_bytes)),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             env={"PATH": PATH},
-            pass_fds=(write_status,),
+            pass_fds=pipes.for_bwrap(),
         )
     except OSError as error:
-        os.close(read_status)
+        os.close(pipes.status[0])
+        pipes.close_own()
         raise SandboxUnavailableError(
             f"Commands cannot run: the sandbox program {bwrap!r} could not be started "
             f"({error.strerror}), and commands never run outside the sandbox."
         ) from error
     finally:
-        os.close(write_status)
+        pipes.close_bwraps()
+    status = b""
+    attached: Attached | None = None
+    supervisor = _Supervisor(process, limits, stopped, floor)
     try:
-        outcome = await _Supervisor(process, limits, stopped, floor).run()
+        if mounts.network:
+            status = await asyncio.to_thread(_first_line, pipes.status[0])
+            attached = await _attach(status, allowed, supervisor)
+        pipes.release()
+        outcome = await supervisor.run()
     finally:
-        status = await asyncio.to_thread(_read_all, read_status)
+        pipes.close_own()
+        if attached is not None:
+            await attached.close()
+        status += await asyncio.to_thread(_read_all, pipes.status[0])
     return _checked(outcome, status)
+
+
+async def _attach(
+    status: bytes, allowed: tuple[Allowed, ...], supervisor: _Supervisor
+) -> Attached | None:
+    """The network for the sandbox whose status line is `status`; None when bwrap ended
+    before it reported a pid (its status then says why). A network that cannot be set up
+    ends the sandbox before the command ran."""
+    try:
+        pid = int(json.loads(status)["child-pid"])
+    except (ValueError, KeyError):
+        return None
+    try:
+        return await attach(pid, allowed)
+    except (NetworkUnavailableError, OSError, TimeoutError) as error:
+        await supervisor.abandon()
+        if isinstance(error, NetworkUnavailableError):
+            raise SandboxUnavailableError(str(error)) from error
+        raise SandboxUnavailableError(
+            "Commands with network cannot run: the sandbox's network could not be set up "
+            "in time, and commands never get the network without it."
+        ) from error
+
+
+def _first_line(fd: int) -> bytes:
+    """bwrap's first status report (the sandbox's pid), or b"" once bwrap has ended."""
+    data = b""
+    while b"\n" not in data:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _read_all(fd: int) -> bytes:
@@ -314,6 +432,12 @@ class _Supervisor:
         if cpu > self._limits.cpu_seconds:
             return "cpu time"
         return None
+
+    async def abandon(self) -> None:
+        """Kill a sandbox whose command never started, and wait for it."""
+        self._kill()
+        await self._drain()
+        await self._process.wait()
 
     def _kill(self) -> None:
         """The whole tree: the processes alive in it now, and bwrap's session (the PID

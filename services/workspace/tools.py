@@ -11,7 +11,13 @@ from pathlib import Path
 
 from schemas.address import parse_address
 from schemas.harness import ToolResult, ToolStatus
-from schemas.sandbox import CommandLimits, LimitName, SandboxPolicy, workspace_refusal
+from schemas.sandbox import (
+    Allowed,
+    CommandLimits,
+    LimitName,
+    SandboxPolicy,
+    workspace_refusal,
+)
 from schemas.workspace import Artifact, WorkspaceCall, WorkspaceReply
 from services.tools.base import RESULT_LIMIT, capped
 from services.tools.deadline import DEFAULT_SECONDS, DeadlinePassedError, within
@@ -65,6 +71,8 @@ class WorkspaceHost:
     """Free space the disk holding the home keeps: below it commands are refused."""
     deadline: float = DEFAULT_SECONDS
     """Seconds a file tool may take (a command has its own wall-time limit)."""
+    allowed: tuple[Allowed, ...] = ()
+    """What a sandbox with network may reach in the blocked ranges."""
 
     @property
     def store(self) -> Path:
@@ -166,7 +174,14 @@ class WorkspaceHost:
         room = max(min(workspace.quota_bytes - sum(e.size for e in before.values()), spare), 1)
         limits = call.settings.limits
         outcome = await run_sandboxed(
-            mounts, bwrap, command, limits=limits, file_bytes=room, stopped=stopped, floor=floor
+            mounts,
+            bwrap,
+            command,
+            limits=limits,
+            file_bytes=room,
+            stopped=stopped,
+            floor=floor,
+            allowed=self.allowed,
         )
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -106,3 +107,64 @@ def test_a_bwrap_that_cannot_be_executed_fails_closed(tmp_path: Path) -> None:
     not_a_program.write_text("not a program")
     with pytest.raises(SandboxUnavailableError, match="could not be started"):
         run(tmp_path, "echo ran", bwrap=str(not_a_program))
+
+
+SYSCALLS = """
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(number, *args):
+    return libc.syscall(number, *args) == -1 and ctypes.get_errno()
+print("bpf", refused(321, 0, 0, 0))
+print("keyctl", refused(250, 0, 0, 0))
+print("add_key", refused(248, b"user", b"k", b"v", 1, 0))
+print("ptrace", refused(101, 16, 1, 0, 0))
+print("unshare", refused(272, 0x10000000))
+print("clone_newnet", refused(56, 0x40000000 | 17, 0, 0, 0, 0))
+print("mount", refused(165, b"none", b"/tmp", b"tmpfs", 0, 0))
+print("perf_event_open", refused(298, 0, 0, -1, -1, 0))
+print("clone3", refused(435, 0, 0))
+child = os.fork()
+if child == 0:
+    os._exit(0)
+print("forked", os.waitpid(child, 0)[1])
+print("spawned", subprocess.run(["true"]).returncode)
+"""
+
+
+def test_the_system_call_filter_refuses_what_a_command_never_needs(tmp_path: Path) -> None:
+    outcome = run(tmp_path, f"python3 - <<'EOF'\n{SYSCALLS}\nEOF")
+    said = dict(line.split() for line in outcome.output.decode().splitlines())
+    assert outcome.exit_code == 0, said
+    refused = ("bpf", "keyctl", "add_key", "ptrace", "unshare", "clone_newnet", "mount")
+    assert {name: said[name] for name in refused} == dict.fromkeys(refused, "1")  # EPERM
+    assert said["perf_event_open"] == "1"
+    assert said["clone3"] == "38"  # ENOSYS: the C library falls back to clone
+    assert said["forked"] == "0"
+    assert said["spawned"] == "0"
+
+
+def test_a_command_cannot_make_namespaces(tmp_path: Path) -> None:
+    outcome = run(tmp_path, "unshare -U true; unshare -n true; unshare -m true; echo done")
+    said = outcome.output.decode()
+    assert said.count("Operation not permitted") == 3
+    assert said.strip().endswith("done")
+
+
+def test_network_without_its_programs_is_refused_with_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    monkeypatch.setenv("PATH", str(tmp_path))
+    workspace = open_workspace(tmp_path / "home", "acme.box", 2**20)
+    mounts = Mounts(workspace.root, workspace.uid, network=True)
+    with pytest.raises(
+        SandboxUnavailableError, match="nsenter, nft, slirp4netns are not installed"
+    ):
+        asyncio.run(
+            run_sandboxed(
+                mounts, bwrap, "echo ran > ran.txt", limits=LIMITS, file_bytes=2**20,
+                stopped=lambda: False,
+            )
+        )  # fmt: skip
+    assert not (workspace.root / "ran.txt").exists()

@@ -1,0 +1,134 @@
+"""Outbound network for a sandbox that may have it, and nothing of the host's networks.
+
+bwrap gives the sandbox a network namespace of its own (`--unshare-net`) and waits
+(`--block-fd`) before it runs the command. Meanwhile, from outside, the firewall is set
+in that namespace (`nft`, run in it with `nsenter` as root: the command, without
+capabilities, cannot change it), then `slirp4netns` attaches a user-mode network stack
+with the host's loopback disabled; only then does the command start. Outbound packets to
+loopback, link-local and private ranges are rejected in the namespace before they reach
+slirp4netns, except to the operator's allow-list; DNS goes to slirp4netns' own resolver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+
+from schemas.sandbox import Allowed
+
+BLOCKED_V4 = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/3",
+)  # fmt: skip
+BLOCKED_V6 = ("::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10", "ff00::/8")
+RESOLVER = "10.0.2.3"
+"""slirp4netns' DNS forwarder, inside the 10.0.2.0/24 it configures."""
+RESOLV_CONF = f"nameserver {RESOLVER}\n"
+SETUP_SECONDS = 10.0
+
+
+class NetworkUnavailableError(Exception):
+    """The sandbox's network cannot be set up; the message is a sentence."""
+
+
+def ruleset(allowed: tuple[Allowed, ...]) -> str:
+    """The namespace's firewall: its own loopback and the resolver, the allow-list, then
+    every blocked range rejected (a connect fails at once)."""
+    lines = [
+        'oifname "lo" accept',
+        f"ip daddr {RESOLVER} meta l4proto {{ tcp, udp }} th dport 53 accept",
+    ]
+    for rule in allowed:
+        family = "ip" if rule.network.version == 4 else "ip6"
+        where = f"{family} daddr {rule.network}"
+        if rule.port is None:
+            lines.append(f"{where} accept")
+        else:
+            lines.append(f"{where} meta l4proto {{ tcp, udp }} th dport {rule.port} accept")
+    lines.append(f"ip daddr {{ {', '.join(BLOCKED_V4)} }} reject")
+    lines.append(f"ip6 daddr {{ {', '.join(BLOCKED_V6)} }} reject")
+    body = "\n".join(f"    {line}" for line in lines)
+    return (
+        "table inet sandbox {\n  chain out {\n"
+        "    type filter hook output priority 0; policy accept;\n"
+        f"{body}\n  }}\n}}\n"
+    )
+
+
+def programs() -> tuple[str, str, str]:
+    """nsenter, nft and slirp4netns; a sentence naming what is missing otherwise."""
+    names = ("nsenter", "nft", "slirp4netns")
+    found = [shutil.which(name) for name in names]
+    missing = [name for name, path in zip(names, found, strict=True) if not path]
+    if missing:
+        raise NetworkUnavailableError(
+            f"Commands with network cannot run: {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed, and "
+            "a sandbox never gets the network without its own firewalled namespace. Install "
+            "them (Debian: apt-get install util-linux nftables slirp4netns)."
+        )
+    nsenter, nft, slirp = (str(path) for path in found)
+    return nsenter, nft, slirp
+
+
+class Attached:
+    """The user-mode network stack of one sandbox; `close` ends it."""
+
+    def __init__(self, slirp: asyncio.subprocess.Process, exit_fd: int) -> None:
+        self._slirp = slirp
+        self._exit_fd = exit_fd
+
+    async def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._exit_fd)  # slirp4netns exits when this closes
+        try:
+            await asyncio.wait_for(self._slirp.wait(), SETUP_SECONDS)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self._slirp.kill()
+            await self._slirp.wait()
+
+
+async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
+    """Firewall the network namespace of `pid`, then give it slirp4netns."""
+    nsenter, nft, slirp = programs()
+    setup = await asyncio.create_subprocess_exec(
+        nsenter, f"--net=/proc/{pid}/ns/net", nft, "-f", "-",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    said, _ = await asyncio.wait_for(setup.communicate(ruleset(allowed).encode()), SETUP_SECONDS)
+    if setup.returncode != 0:
+        raise NetworkUnavailableError(
+            "Commands with network cannot run: the sandbox's firewall could not be set "
+            f"({said.decode(errors='replace').strip()[:300] or 'nft failed'})."
+        )
+    read_ready, write_ready = os.pipe()
+    read_exit, write_exit = os.pipe()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            slirp, "--configure", "--disable-host-loopback", "--mtu=65520",
+            f"--ready-fd={write_ready}", f"--exit-fd={read_exit}", str(pid), "tap0",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            pass_fds=(write_ready, read_exit),
+        )  # fmt: skip
+    finally:
+        os.close(write_ready)
+        os.close(read_exit)
+    attached = Attached(process, write_exit)
+    ready = await asyncio.wait_for(asyncio.to_thread(_read_byte, read_ready), SETUP_SECONDS)
+    if ready != b"1":
+        await attached.close()
+        raise NetworkUnavailableError(
+            "Commands with network cannot run: slirp4netns did not attach to the sandbox."
+        )
+    return attached
+
+
+def _read_byte(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1)
+    finally:
+        os.close(fd)
