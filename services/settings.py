@@ -41,6 +41,51 @@ class Settings(BaseSettings):
     gateway_port: int = Field(default=8000, description="The public HTTP API.")
     gateway_host: str = Field(default="127.0.0.1", description="Where the gateway listens.")
     max_body_bytes: int = Field(default=65536, ge=1024, description="Largest request body.")
+    page_max_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Most bytes of events in one timeline page (and in one read of a "
+        "follower's catch-up); a page holds at least one event, whatever its size.",
+    )
+    history_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of events an AG-UI history (`MESSAGES_SNAPSHOT`) is built "
+        "from: the newest whole turns that fit.",
+    )
+    metrics_token: str = Field(
+        default="",
+        description="The bearer token `GET /metrics` needs (`Authorization: Bearer <token>`); "
+        "empty: /metrics is switched off (403).",
+    )
+    key_rate: float = Field(
+        default=20.0,
+        ge=0,
+        description="Requests a second one API key may send to the gateway, on average "
+        "(429 with Retry-After beyond); 0: no limit.",
+    )
+    key_burst: int = Field(
+        default=40, ge=1, description="Requests one API key may send at once above its rate."
+    )
+    key_streams: int = Field(
+        default=8,
+        ge=1,
+        description="SSE and AG-UI streams one API key may hold open at once (429 beyond).",
+    )
+    key_cache_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds the gateway trusts a key lookup: a revoked key stops working "
+        "within this; 0 checks every request.",
+    )
+    read_connections: int = Field(
+        default=4, ge=1, le=64, description="SQLite connections the gateway reads through."
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds the gateway waits for a request body to arrive (408 beyond).",
+    )
     live_url: str = Field(
         default="",
         description="Where the execution plane pushes live deltas; empty: the gateway on "

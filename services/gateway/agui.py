@@ -59,7 +59,9 @@ from schemas.events import (
 )
 from schemas.live import LiveDelta, Retraction
 from schemas.model import Usage
-from services.client.models import Item
+
+Item = Event | LiveDelta | Retraction
+"""What a run translates: what a follower of the timeline is given, keepalives aside."""
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -83,13 +85,13 @@ def sse(event: BaseEvent) -> bytes:
 
 @dataclass
 class Run:
-    """One run: the turn that carries `text` (found after it starts), or `turn` when the
-    run resumes a turn that waited."""
+    """One run: the turn whose `turn_started` carries `message_id` (the id the gateway
+    gave the run's message), or `turn` when the run resumes a turn that waited."""
 
     address: str
     thread_id: str
     run_id: str
-    text: str = ""
+    message_id: str = ""
     turn: int | None = None
     finished: bool = False
     retracted: bool = False
@@ -115,7 +117,12 @@ class Run:
         if isinstance(body, ApprovalRefused) and body.request_id in self.answering:
             message = body.message or f"the answer to {body.request_id} changed nothing"
             return self._finish([RunErrorEvent(message=message, code="approval_refused")])
-        if self.turn is None and isinstance(body, TurnStarted) and body.text == self.text:
+        if (
+            self.turn is None
+            and isinstance(body, TurnStarted)
+            and self.message_id
+            and body.message_id == self.message_id
+        ):
             self.turn = event.turn
         if event.turn != self.turn:
             return []

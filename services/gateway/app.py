@@ -18,8 +18,10 @@ from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
+from services.gateway.keycache import KeyCache
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
+from services.gateway.rates import RateLimiter, StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.routes_agents import router as agents
 from services.gateway.routes_agui import router as agui
@@ -64,13 +66,17 @@ def create_app(
     notify or live token is set, else `UNNOTIFIED_POLL`); `queue_limit`: items a follower
     may fall behind before it catches up from the projection instead."""
     config = config or settings()
-    projection = ProjectionReader(config.home / "projection.db")
+    path = config.home / "projection.db"
+    projection = ProjectionReader(path, config.read_connections)
+    ingress = Upstream(config.ingress_url, ingress_transport)
     rt = Runtime(
         settings=config,
         projection=projection,
-        ingress=Upstream(config.ingress_url, ingress_transport),
+        ingress=ingress,
         hub=Hub(projection, interval=_poll(config, poll_interval), queue_limit=queue_limit),
         heartbeat=heartbeat,
+        keys=KeyCache(ProjectionReader(path), ingress, config.key_cache_seconds),
+        streams=StreamSlots(config.key_streams),
     )
 
     @asynccontextmanager
@@ -106,8 +112,12 @@ def create_app(
     )
     for router in routers:
         app.include_router(router)
-    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
-    app.add_middleware(AuthMiddleware, projection=projection)
+    app.add_middleware(
+        BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
+    )
+    app.add_middleware(
+        AuthMiddleware, keys=rt.keys, rates=RateLimiter(config.key_rate, config.key_burst)
+    )
     return app
 
 

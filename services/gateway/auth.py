@@ -22,7 +22,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from schemas.address import InvalidAddressError, parse_address
 from schemas.tenant import Scope as KeyScope
 from services.gateway.errors import ApiError, other_tenant, send_error
-from services.gateway.reader import ProjectionReader
+from services.gateway.keycache import KeyCache
+from services.gateway.rates import RateLimiter
 from services.keys import allows, hash_key, well_formed
 
 PRINCIPAL = "teaspill.principal"
@@ -48,7 +49,7 @@ def needs_key(path: str) -> bool:
     return path.startswith("/v1/") and path not in PUBLIC
 
 
-async def authenticate(projection: ProjectionReader, header: str | None) -> Principal:
+async def authenticate(keys: KeyCache, header: str | None) -> Principal:
     if not header:
         raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", CHALLENGE)
     scheme, _, token = header.strip().partition(" ")
@@ -59,7 +60,7 @@ async def authenticate(projection: ProjectionReader, header: str | None) -> Prin
             "malformed Authorization header: expected 'Bearer tsk_<id>_<secret>'",
             CHALLENGE,
         )
-    key = await projection.read(lambda store: store.key_by_hash(hash_key(token)))
+    key = await keys.find(hash_key(token))
     if key is None:
         raise ApiError(401, "unknown API key", CHALLENGE)
     if key.revoked_at is not None:
@@ -68,17 +69,20 @@ async def authenticate(projection: ProjectionReader, header: str | None) -> Prin
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, projection: ProjectionReader) -> None:
+    """The key, then its rate (`rates.RateLimiter`), before anything else is read."""
+
+    def __init__(self, app: ASGIApp, keys: KeyCache, rates: RateLimiter) -> None:
         self.app = app
-        self.projection = projection
+        self.keys = keys
+        self.rates = rates
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not needs_key(scope["path"]):
             await self.app(scope, receive, send)
             return
         try:
-            header = Headers(scope=scope).get("authorization")
-            principal = await authenticate(self.projection, header)
+            principal = await authenticate(self.keys, Headers(scope=scope).get("authorization"))
+            self.rates.take(principal.key_id)
         except ApiError as error:
             await send_error(send, error)
             return

@@ -1,11 +1,16 @@
-"""The request body limit (`TEASPILL_MAX_BODY_BYTES`): 413 before the body is parsed.
+"""The request body limits: 413 before the body is parsed (`TEASPILL_MAX_BODY_BYTES`), 408
+when it does not arrive in time (`TEASPILL_BODY_TIMEOUT_SECONDS`).
 
 A declared `Content-Length` over the limit is refused without reading; a body sent in
 chunks is counted as it arrives and refused once it passes the limit. A body within the
-limit is handed on whole.
+limit is handed on whole. The whole body must arrive within the timeout, so a client
+that trickles its body holds a connection for that long at most (hypercorn's keep-alive
+timeout bounds how long the headers may take).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -17,10 +22,15 @@ def too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body is larger than {limit} bytes, the most accepted")
 
 
+def too_slow(timeout: float) -> ApiError:
+    return ApiError(408, f"the request body did not arrive within {timeout:g} s")
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, timeout: float = 30.0) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -33,7 +43,11 @@ class BodyLimitMiddleware:
         if declared is not None and int(declared) > self.limit:
             await send_error(send, too_large(self.limit))
             return
-        body = await self._read(receive)
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.timeout)
+        except TimeoutError:
+            await send_error(send, too_slow(self.timeout))
+            return
         if body is None:
             await send_error(send, too_large(self.limit))
             return

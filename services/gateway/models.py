@@ -50,7 +50,10 @@ class Accepted(Strict):
 
 
 class MessageAccepted(Accepted):
-    pass
+    message_id: str = Field(
+        description="The message's id: the `turn_started` of the turn it starts carries it "
+        "as `message_id` (the same for every retry with one `Idempotency-Key`)."
+    )
 
 
 class ApprovalAccepted(Accepted):

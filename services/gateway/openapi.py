@@ -50,6 +50,9 @@ _WHY = {
     404: "Unknown agent (or one of another tenant), or an unpublished spec kind.",
     409: "Restate refused the change.",
     413: "The request body is too large.",
+    408: "The request body did not arrive in time.",
     422: "A field is missing or has the wrong type or value.",
+    429: "A limit of the key or the tenant is reached: the message says which; "
+    "`Retry-After` says when to retry where waiting helps.",
     503: "The projection or Restate ingress cannot be reached right now.",
 }

@@ -1,9 +1,14 @@
 """The gateway's read-only view of the projection (`$TEASPILL_HOME/projection.db`).
 
 The projector in the endpoint process is the one writer. The file may not exist yet when
-the gateway starts, and `projections rebuild` replaces it, so the connection is opened on
-first use, reopened when the file is replaced, and a read that cannot run is answered
-503 instead of failing the process.
+the gateway starts, and `projections rebuild` replaces it, so connections are opened on
+first use, replaced when the file is, and a read that cannot run is answered 503 instead
+of failing the process.
+
+Reads go through a pool of `connections` read-only connections, each with a thread of
+its own, so one slow read (a metrics scrape, a long catch-up) holds one connection, not
+every reader behind it. The gateway keeps a second reader of its own for key lookups
+(`keycache.py`), so authentication never waits behind a read.
 """
 
 from __future__ import annotations
@@ -40,55 +45,67 @@ class _Open:
 
 
 class ProjectionReader:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, connections: int = 1) -> None:
         self.path = path
-        self._open: _Open | None = None
-        self._checked = 0.0
-        self._stale = False
-        self._lock = asyncio.Lock()
+        self.connections = connections
+        self._idle: list[_Open] = []
+        self._slots = asyncio.Semaphore(connections)
+        self._identity: tuple[int, int] | None = None
+        self._checked = float("-inf")
+        self._closed = False
 
     async def read(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
         """Run one typed read; raises `ProjectionUnavailableError` (503) when it cannot."""
-        current = await self._current()
-        return await self._guard(action(current.store))
+        return await self._with(lambda current: action(current.store))
 
     async def rows(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
         """An aggregate query the typed store does not offer (metrics)."""
-        current = await self._current()
-        return await self._guard(_fetch(current.db, sql, args))
+        return await self._with(lambda current: _fetch(current.db, sql, args))
 
     async def close(self) -> None:
-        async with self._lock:
-            await self._drop()
-
-    async def _guard(self, work: Awaitable[T]) -> T:
-        try:
-            return await work
-        except (sqlite3.Error, ValueError) as error:
-            # ValueError: aiosqlite's answer when a concurrent reopen closed the connection.
-            self._stale = True
-            raise ProjectionUnavailableError(str(error)) from error
-
-    async def _current(self) -> _Open:
-        async with self._lock:
-            if self._open is not None and not self._stale and not self._replaced():
-                return self._open
-            await self._drop()
-            self._open = await _connect(self.path)
-            self._checked = time.monotonic()
-            return self._open
-
-    def _replaced(self) -> bool:
-        now = time.monotonic()
-        if now - self._checked < RECHECK_SECONDS or self._open is None:
-            return False
-        self._checked = now
-        return _identity(self.path) != self._open.identity
-
-    async def _drop(self) -> None:
-        current, self._open, self._stale = self._open, None, False
-        if current is not None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for current in idle:
             await current.db.close()
+
+    async def _with(self, work: Callable[[_Open], Awaitable[T]]) -> T:
+        async with self._slots:
+            current = await self._take()
+            try:
+                result = await work(current)
+            except (sqlite3.Error, ValueError) as error:
+                # ValueError: aiosqlite's answer when its connection was closed under it.
+                await current.db.close()
+                raise ProjectionUnavailableError(str(error)) from error
+            except BaseException:
+                await self._give(current)
+                raise
+            await self._give(current)
+            return result
+
+    async def _take(self) -> _Open:
+        """An idle connection to the file as it is now, or a new one."""
+        identity = self._current_identity()
+        while self._idle:
+            current = self._idle.pop()
+            if current.identity == identity:
+                return current
+            await current.db.close()
+        current = await _connect(self.path)
+        self._identity, self._checked = current.identity, time.monotonic()
+        return current
+
+    async def _give(self, current: _Open) -> None:
+        if self._closed or current.identity != self._identity:
+            await current.db.close()
+        else:
+            self._idle.append(current)
+
+    def _current_identity(self) -> tuple[int, int] | None:
+        now = time.monotonic()
+        if now - self._checked >= RECHECK_SECONDS:
+            self._identity, self._checked = _identity(self.path), now
+        return self._identity
 
 
 async def _connect(path: Path) -> _Open:
@@ -97,9 +114,9 @@ async def _connect(path: Path) -> _Open:
         raise ProjectionUnavailableError(f"{path} does not exist yet")
     try:
         db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
+        await db.execute("pragma busy_timeout=5000")
     except sqlite3.Error as error:
         raise ProjectionUnavailableError(str(error)) from error
-    await db.execute("pragma busy_timeout=5000")
     return _Open(db, ProjectionStore(db, path), identity)
 
 

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 
+from services.gateway import service
 from services.gateway.auth import Owned, Principal, owned, require
-from services.gateway.errors import ApiError, needs_kind, unknown_agent
+from services.gateway.errors import unknown_agent
 from services.gateway.models import (
     AgentOut,
     AgentPage,
@@ -45,36 +46,7 @@ async def send_message(
 ) -> MessageAccepted:
     """Send a message, one-way: answers at once with where to follow what it does. An
     agent that does not exist yet is created from the newest spec of `kind`."""
-    row = await rt.projection.read(lambda store: store.agent(agent.address))
-    if row is None and message.kind is None and agent.address not in rt.recent:
-        raise needs_kind(agent.address)
-    if message.kind is not None:
-        await require_published(rt, agent.caller.tenant, message.kind)
-    invocation = await rt.ingress.send_message(
-        agent.address, message.text, message.kind, idempotency_key
-    )
-    if row is None:
-        rt.recent.add(agent.address)
-    after = row.last_seq if row is not None else 0
-    return MessageAccepted(
-        address=agent.address,
-        invocation_id=invocation,
-        after_seq=after,
-        events_url=f"/v1/agents/{agent.address}/events?after={after}",
-    )
-
-
-async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
-    """The projection may lag a publish by a moment: ask the tenant object before saying no."""
-    spec = await rt.projection.read(lambda store: store.latest_spec(tenant, kind))
-    if spec is None:
-        spec = await rt.ingress.latest_spec(tenant, kind)
-    if spec is None:
-        raise ApiError(
-            404,
-            f"no spec of kind {kind!r} is published for tenant {tenant}: publish one with "
-            "POST /v1/specs (GET /v1/deployment lists the published kinds)",
-        )
+    return await service.send(rt, agent, message, idempotency_key)
 
 
 @router.get("/v1/agents/{address}", responses=errors(400, 401, 404, 422, 503))

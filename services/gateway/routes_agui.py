@@ -2,9 +2,10 @@
 
 The thread is the agent's address. The run sends the input's last user message as a
 message (or, with `resume` entries, the answers to the approvals the previous run ended
-on) through the same routes as every client, then follows the agent's SSE route and
-translates what it carries (`agui.Run`). Keys, scopes and tenants are checked as on every
-route: sending needs a write key; a history-only run, a read key.
+on) through the gateway's service layer, as the JSON routes do, then follows the agent's
+timeline there and translates what it is given (`agui.Run`). Its turn is the one whose
+`turn_started` carries the id the gateway gave its message. Keys, scopes and tenants are
+checked as on every route: sending needs a write key; a history-only run, a read key.
 """
 
 from __future__ import annotations
@@ -12,23 +13,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypeVar
 
-import msgspec
 from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from schemas.address import InvalidAddressError, parse_address
-from schemas.events import Event, TimelinePage
 from schemas.tenant import Scope
-from services.client.stream import FrameParser, decode
-from services.gateway import routes_agents, routes_control, routes_timeline
+from services.gateway import service
 from services.gateway.agui import Run, snapshot, sse
 from services.gateway.auth import Owned, Principal, principal
 from services.gateway.errors import ApiError, other_tenant, validation_message
 from services.gateway.models import ApprovalIn, MessageIn
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
+from services.gateway.sse import HeldStream
 from services.keys import allows
 
 M = TypeVar("M", MessageIn, ApprovalIn)
@@ -45,7 +44,7 @@ STREAM: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/v1/agui",
     response_class=StreamingResponse,
-    responses={**STREAM, **errors(400, 401, 403, 404, 413, 422, 503)},
+    responses={**STREAM, **errors(400, 401, 403, 404, 413, 422, 429, 503)},
 )
 async def run_agent(
     run: RunAgentInput, caller: Annotated[Principal, Depends(principal)], rt: Rt
@@ -59,14 +58,18 @@ async def run_agent(
     acting = bool(run.resume) or text is not None
     agent = _owned(caller, run.thread_id, "write" if acting else "read")
     if not acting:
-        await routes_timeline.known(rt, agent.address)
-    start, turn = await _act(run, agent, rt, text, props.get("kind"))
+        await service.known(rt, agent.address)
+    release = rt.streams.hold(caller.key_id)
+    try:
+        start, turn, mid = await _act(run, agent, rt, text, props.get("kind"))
+    except BaseException:
+        release()
+        raise
     history = bool(props.get("history")) or not acting
     answering = tuple(entry.interrupt_id for entry in run.resume or ())
-    translate = Run(agent.address, run.thread_id, run.run_id, text or "", turn, answering=answering)
+    translate = Run(agent.address, run.thread_id, run.run_id, mid, turn, answering=answering)
     body = _stream(rt, agent, run, translate, start=start if acting else None, history=history)
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    return HeldStream(body, release)
 
 
 def last_user_text(run: RunAgentInput) -> str | None:
@@ -93,20 +96,21 @@ def _owned(caller: Principal, address: str, needed: Scope) -> Owned:
 
 async def _act(
     run: RunAgentInput, agent: Owned, rt: Rt, text: str | None, kind: object
-) -> tuple[int, int | None]:
-    """Send the message or the answers; where to follow from, and the turn if known."""
+) -> tuple[int, int | None, str]:
+    """Send the message or the answers: where to follow from, the turn if known, and the
+    message's id if one was sent."""
     if run.resume:
-        row = await routes_timeline.known(rt, agent.address)
+        row = await service.known(rt, agent.address)
         for entry in run.resume:
             answer = _approval(entry.status, entry.payload)
-            await routes_control.answer_approval(entry.interrupt_id, answer, agent, rt)
-        return (row.last_seq, row.turn) if row else (0, None)
+            await service.answer(rt, agent, entry.interrupt_id, answer)
+        return (row.last_seq, row.turn, "") if row else (0, None, "")
     if text is None:
-        return 0, None
+        return 0, None, ""
     message = _valid(MessageIn, {"text": text, "kind": kind})
     key = f"agui {run.run_id}"[:200]
-    accepted = await routes_agents.send_message(message, agent, rt, key)
-    return accepted.after_seq, None
+    accepted = await service.send(rt, agent, message, key)
+    return accepted.after_seq, None, accepted.message_id
 
 
 def _approval(status: str, payload: object) -> ApprovalIn:
@@ -129,7 +133,7 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     yield sse(RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
     if history:
-        yield sse(snapshot(agent.address, await _history(rt, agent)))
+        yield sse(snapshot(agent.address, await service.history(rt, agent)))
     if start is None:
         yield sse(RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id))
         return
@@ -138,24 +142,19 @@ async def _stream(
 
 
 async def _follow(rt: Runtime, agent: Owned, turn: Run, start: int) -> AsyncIterator[BaseEvent]:
-    response = await routes_timeline.events(agent, rt, after=start, last_event_id=None)
-    frames: Any = response.body_iterator
-    parser, buffer = FrameParser(), ""
+    items = service.follow(rt, agent, start)
     try:
-        async for chunk in frames:
-            buffer += chunk.decode() if isinstance(chunk, bytes) else str(chunk)
-            *lines, buffer = buffer.split("\n")
-            for line in lines:
-                frame = parser.line(line)
-                item = decode(frame) if frame else None
-                for event in turn.take(item) if item is not None else []:
-                    if turn.finished and turn.retracted and _is_last(event):
-                        yield snapshot(agent.address, await _history(rt, agent))
-                    yield event
-                if turn.finished:
-                    return
+        async for item in items:
+            if isinstance(item, str):
+                continue
+            for event in turn.take(item):
+                if turn.finished and turn.retracted and _is_last(event):
+                    yield snapshot(agent.address, await service.history(rt, agent))
+                yield event
+            if turn.finished:
+                return
     finally:
-        await frames.aclose()
+        await items.aclose()
     yield RunErrorEvent(
         message="the gateway stopped following the agent before the turn ended; "
         "run again with the same thread to see the rest",
@@ -165,13 +164,3 @@ async def _follow(rt: Runtime, agent: Owned, turn: Run, start: int) -> AsyncIter
 
 def _is_last(event: BaseEvent) -> bool:
     return isinstance(event, RunFinishedEvent | RunErrorEvent)
-
-
-async def _history(rt: Runtime, agent: Owned) -> list[Event]:
-    events: list[Event] = []
-    while True:
-        response = await routes_timeline.timeline(agent, rt, after=len(events), limit=500)
-        page = msgspec.json.decode(bytes(response.body), type=TimelinePage)
-        events.extend(page.events)
-        if not page.events or len(events) >= page.last_seq:
-            return events

@@ -56,11 +56,24 @@ async def projection_state(rt: Runtime) -> str:
             "description": "Prometheus text format.",
             "content": {metrics.CONTENT_TYPE: {"schema": {"type": "string"}}},
         },
-        **errors(503),
+        **errors(401, 403, 503),
     },
 )
-async def prometheus(rt: Rt) -> Response:
-    """Turns, rounds, model tokens, prompt-cache reuse, errors and agents by status."""
+async def prometheus(
+    rt: Rt,
+    authorization: Annotated[
+        str | None,
+        Header(description="`Bearer <TEASPILL_METRICS_TOKEN>`: metrics are for operators."),
+    ] = None,
+) -> Response:
+    """Turns, rounds, model tokens, prompt-cache reuse, errors and agents by status, over
+    every tenant: no label names a tenant, an agent or a key."""
+    expected = rt.settings.metrics_token
+    if not expected:
+        raise ApiError(403, "metrics are switched off: TEASPILL_METRICS_TOKEN is not set")
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    token = given.strip() if scheme.lower() == "bearer" else None
+    check_token(expected, token, "Authorization: Bearer <metrics token>")
     return Response(await metrics.render(rt.projection), media_type=metrics.CONTENT_TYPE)
 
 

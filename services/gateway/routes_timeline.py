@@ -8,13 +8,12 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from schemas.events import TimelinePage
+from services.gateway import service
 from services.gateway.auth import Owned, owned
-from services.gateway.errors import ApiError, unknown_agent
+from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
-from services.gateway.sse import follow
-from services.projection.store import AgentRow
+from services.gateway.sse import HeldStream, frames
 
 MAX_SEQ = 2**62
 router = APIRouter(tags=["timelines"])
@@ -38,12 +37,10 @@ async def timeline(
     after: Seq = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> Response:
-    """A page of the agent's recorded events; `last_seq` says whether more are there."""
-    row = await known(rt, agent.address)
-    events = await rt.projection.read(lambda store: store.timeline(agent.address, after, limit))
-    last = max(row.last_seq if row else 0, events[-1].seq if events else 0)
-    page = msgspec.json.encode(TimelinePage(tuple(events), last))
-    return Response(page, media_type="application/json")
+    """A page of the agent's recorded events, at most `limit` of them and at most
+    `TEASPILL_PAGE_MAX_BYTES` (at least one); `last_seq` says whether more are there."""
+    page = await service.page(rt, agent, after, limit)
+    return Response(msgspec.json.encode(page), media_type="application/json")
 
 
 @router.get(
@@ -55,7 +52,7 @@ async def timeline(
             "`delta` and `retract` events, and `: keepalive` comments.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **errors(400, 401, 404, 422, 503),
+        **errors(400, 401, 404, 422, 429, 503),
     },
 )
 async def events(
@@ -72,18 +69,9 @@ async def events(
 ) -> StreamingResponse:
     """Follow the timeline: replay after `Last-Event-ID` (or `after`), then stream."""
     start = after if last_event_id is None else parse_seq(last_event_id)
-    await known(rt, agent.address)
-    body = follow(rt.hub, rt.projection, agent.address, start, rt.heartbeat)
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
-
-
-async def known(rt: Runtime, address: str) -> AgentRow | None:
-    """The agent's row; None for one this gateway created a moment ago; else 404."""
-    row = await rt.projection.read(lambda store: store.agent(address))
-    if row is None and address not in rt.recent:
-        raise unknown_agent(address)
-    return row
+    await service.known(rt, agent.address)
+    release = rt.streams.hold(agent.caller.key_id)
+    return HeldStream(frames(service.follow(rt, agent, start)), release)
 
 
 def parse_seq(text: str) -> int:

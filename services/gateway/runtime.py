@@ -1,4 +1,5 @@
-"""What one gateway process holds: the projection reader, the upstream, the feeds."""
+"""What one gateway process holds: the projection reader, the upstream, the feeds, the
+key cache and the stream slots."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import cast
 from fastapi import Request
 
 from services.gateway.feeds import Hub
+from services.gateway.keycache import KeyCache
+from services.gateway.rates import StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.upstream import Upstream
 from services.settings import Settings
@@ -50,12 +53,15 @@ class Runtime:
     ingress: Upstream
     hub: Hub
     heartbeat: float
+    keys: KeyCache
+    streams: StreamSlots
     recent: RecentSends = field(default_factory=RecentSends)
 
     async def close(self) -> None:
         await self.hub.close()
         await self.ingress.close()
         await self.projection.close()
+        await self.keys.projection.close()
 
 
 def runtime(request: Request) -> Runtime:

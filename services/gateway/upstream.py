@@ -50,10 +50,16 @@ class Upstream:
         await self._client.close()
 
     async def send_message(
-        self, address: str, text: str, kind: str | None, idempotency_key: str | None
+        self,
+        address: str,
+        text: str,
+        kind: str | None,
+        idempotency_key: str | None,
+        message_id: str = "",
     ) -> str:
-        """One-way: returns the invocation id as soon as Restate has the message."""
-        envelope = WakeEnvelope(Message(text, kind=kind))
+        """One-way: returns the invocation id as soon as Restate has the message; its
+        `turn_started` carries `message_id`."""
+        envelope = WakeEnvelope(Message(text, kind=kind, id=message_id))
         return await _answer(self._client.send(WAKE, envelope, address, idempotency_key, QUICK))
 
     async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:

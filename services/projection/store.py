@@ -168,20 +168,42 @@ class ProjectionStore:
 
     # --- reads ------------------------------------------------------------------------
 
-    async def timeline(self, agent: str, after_seq: int = 0, limit: int = 100) -> list[Event]:
+    async def timeline(
+        self, agent: str, after_seq: int = 0, limit: int = 100, *, max_bytes: int | None = None
+    ) -> list[Event]:
         """The events after `after_seq`, up to the first one not written yet: a reader
         never skips an event that lands late (batches of different wakes can be written
-        out of order, e.g. while the projector catches up after a restart)."""
+        out of order, e.g. while the projector catches up after a restart). With
+        `max_bytes`, the page ends before the event that would take its stored JSON past
+        that many bytes (the first event is always given, whatever its size)."""
         cursor = await self._db.execute(
             "select seq, event from events where agent = ? and seq > ? order by seq limit ?",
             (agent, after_seq, limit),
         )
-        events = []
+        events: list[Event] = []
+        size = 0
         for expected, (seq, raw) in enumerate(await cursor.fetchall(), start=after_seq + 1):
-            if seq != expected:
+            size += len(raw)
+            if seq != expected or (max_bytes is not None and size > max_bytes and events):
                 break
             events.append(msgspec.json.decode(raw, type=Event))
         return events
+
+    async def recent(self, agent: str, max_bytes: int) -> list[Event]:
+        """The newest events whose stored JSON fits in `max_bytes` (at least the newest
+        one), in seq order, from the start of the oldest turn they reach whole: what a
+        history shows of a long timeline without loading all of it."""
+        rows: list[tuple[int, bytes]] = []
+        size = 0
+        sql = "select turn, event from events where agent = ? order by seq desc"
+        async with self._db.execute(sql, (agent,)) as cursor:
+            while batch := await cursor.fetchmany(64):
+                for turn, raw in batch:
+                    size += len(raw)
+                    if size > max_bytes and rows:
+                        return _from_turn(rows, turn)
+                    rows.append((turn, raw))
+        return _from_turn(rows, None)
 
     async def approval(self, agent: str, request_id: str) -> ApprovalRow | None:
         """What the timeline shows of one approval request: None when it was never asked."""
@@ -320,6 +342,13 @@ def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
          k.revoked_at.isoformat() if k.revoked_at else None, k.name)
         for k in keys
     ]  # fmt: skip
+
+
+def _from_turn(newest_first: list[tuple[int, bytes]], cut: int | None) -> list[Event]:
+    """The rows after the turn the byte bound cut into (it is shown whole or not at all),
+    oldest first; the newest turn is kept even if it was cut."""
+    rows = [(turn, raw) for turn, raw in newest_first if turn != cut] or newest_first
+    return [msgspec.json.decode(raw, type=Event) for _, raw in reversed(rows)]
 
 
 def _time(text: str) -> datetime:

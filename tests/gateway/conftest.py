@@ -3,6 +3,7 @@ the projector would, and Restate ingress faked with `httpx.MockTransport`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from tests.gateway.streaming import StreamingTransport
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 LIVE_TOKEN = "live-secret"  # noqa: S105 - a test value
 MAX_BODY = 4096
+METRICS_TOKEN = "metrics-secret"  # noqa: S105 - a test value
 
 
 @pytest.fixture
@@ -74,6 +76,8 @@ class FakeIngress:
     stops: list[tuple[str, str | None]] = field(default_factory=list)
     down: bool = False
     keys: dict[str, list[ApiKey]] = field(default_factory=dict)
+    arrivals: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    """Each wake sent, as it arrives: a test that plays the agent waits here."""
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -93,6 +97,7 @@ class FakeIngress:
     def _send(self, address: str, request: httpx.Request) -> httpx.Response:
         body = msgspec.json.decode(request.content)
         self.sent.append((address, body, request.headers.get("idempotency-key")))
+        self.arrivals.put_nowait(body)
         return httpx.Response(200, json={"invocationId": f"inv_{len(self.sent)}"})
 
     def _tenant(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
@@ -140,6 +145,12 @@ class World:
     def auth(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[key]}"}
 
+    async def metrics(self) -> httpx.Response:
+        """`GET /metrics` with the metrics token."""
+        return await self.client.get(
+            "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+        )
+
     async def record(self, events: Sequence[Event]) -> None:
         """What the projector does when an agent appends events."""
         await self.store.record_events(events)
@@ -154,14 +165,19 @@ KEYS: dict[str, tuple[str, Scope]] = {
 }
 
 
-async def seed(store: ProjectionStore) -> dict[str, str]:
+async def seed(store: ProjectionStore, ingress: FakeIngress | None = None) -> dict[str, str]:
+    """The projection's keys, specs and timelines; the keys are the tenants' in `ingress`
+    too (the gateway confirms a key with its tenant's record before trusting it)."""
     keys = {}
     for name, (tenant, scope) in KEYS.items():
         plaintext, key = new_key(tenant, scope, T0)
         await store.record_key(key)
         keys[name] = plaintext
         if name == "revoked":
-            await store.record_key(msgspec.structs.replace(key, revoked_at=T0))
+            key = msgspec.structs.replace(key, revoked_at=T0)
+            await store.record_key(key)
+        if ingress is not None:
+            ingress.keys.setdefault(tenant, []).append(key)
     await store.record_spec(PublishedSpec("acme", AgentSpec("helper", "Help.", version=1), T0))
     await store.record_events(timeline("acme.alpha", 2))
     await store.record_events(timeline("other.secret", 1))
@@ -171,17 +187,29 @@ async def seed(store: ProjectionStore) -> dict[str, str]:
 
 
 def settings_for(home: Path) -> Settings:
-    return Settings(home=home, max_body_bytes=MAX_BODY, live_token=LIVE_TOKEN)
+    """Limits per key off (tests of them set their own): the tests here send many
+    requests and open many streams with one key."""
+    return Settings(
+        home=home,
+        max_body_bytes=MAX_BODY,
+        live_token=LIVE_TOKEN,
+        metrics_token=METRICS_TOKEN,
+        key_rate=0,
+        key_streams=1000,
+    )
 
 
 @contextlib.asynccontextmanager
-async def make_world(home: Path, **options: Any) -> AsyncIterator[World]:
-    """A seeded projection and a gateway on it; `options` go to `create_app`."""
-    settings = settings_for(home)
+async def make_world(
+    home: Path, settings: Settings | None = None, **options: Any
+) -> AsyncIterator[World]:
+    """A seeded projection and a gateway on it (`settings_for(home)` unless `settings`);
+    `options` go to `create_app`."""
+    settings = settings or settings_for(home)
     ingress = FakeIngress()
     options = {"heartbeat": 0.2, "poll_interval": 0.02, **options}
     async with await ProjectionStore.open(home / "projection.db") as store:
-        keys = await seed(store)
+        keys = await seed(store, ingress)
         app = create_app(settings, ingress_transport=httpx.MockTransport(ingress), **options)
         async with (
             app.router.lifespan_context(app),

@@ -3,6 +3,7 @@ route against the official JS client on a real stack is in tests/agui."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -26,8 +27,7 @@ from schemas.events import (
 )
 from schemas.live import LiveBatch, LiveDelta, Retraction
 from schemas.model import Usage
-from services.client.models import Item
-from services.gateway.agui import Run
+from services.gateway.agui import Item, Run
 from tests.gateway.conftest import LIVE_TOKEN, World
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -48,7 +48,7 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 
 CALL = ToolCall("call_0", "calculator", {"expression": "6*7"})
 TURN = [
-    at(1, 1, TurnStarted("what is 6*7", "helper", 1)),
+    at(1, 1, TurnStarted("what is 6*7", "helper", 1, message_id="m1")),
     at(2, 1, ModelMessage("m", "", (CALL,), Usage(10, 2))),
     at(3, 1, ToolCalled("call_0", "calculator", {"expression": "6*7"})),
     at(4, 1, ToolFinished("call_0", "calculator", "ok", "42")),
@@ -58,7 +58,7 @@ TURN = [
 
 
 def test_a_turn_becomes_a_valid_ag_ui_sequence() -> None:
-    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run = Run("acme.new", "acme.new", "r1", "m1")
     out: list[Any] = []
     items: list[Item] = [*TURN[:4], LiveDelta("acme.new", 1, 2, "a", 0, "It is"), *TURN[4:]]
     for item in items:
@@ -83,15 +83,15 @@ def test_a_turn_becomes_a_valid_ag_ui_sequence() -> None:
 
 
 def test_other_turns_are_left_out() -> None:
-    run = Run("acme.new", "acme.new", "r1", "mine")
+    run = Run("acme.new", "acme.new", "r1", "m2")
     earlier = at(1, 1, TurnEnded("succeeded", "old"), turn=1)
     assert run.take(earlier) == []
-    assert run.take(at(2, 1, TurnStarted("mine", "helper", 1), turn=2)) == []
+    assert run.take(at(2, 1, TurnStarted("mine", "helper", 1, message_id="m2"), turn=2)) == []
     assert run.turn == 2
 
 
 def test_an_approval_ends_the_run_with_an_interrupt() -> None:
-    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run = Run("acme.new", "acme.new", "r1", "m1")
     run.take(TURN[0])
     asked = at(2, 1, ApprovalRequested("t1r1-call_0", "call_0", "calculator", {"a": 1}))
     events = dumped(run.take(asked))
@@ -114,20 +114,20 @@ def test_a_resumed_run_whose_answer_is_refused_ends_with_the_agents_sentence() -
 
 
 def test_a_failed_turn_is_a_run_error_and_a_stopped_one_cancelled() -> None:
-    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run = Run("acme.new", "acme.new", "r1", "m1")
     run.take(TURN[0])
     run.take(LiveDelta("acme.new", 1, 1, "a", 0, "Half"))
     events = dumped(run.take(at(2, 1, TurnEnded("failed", reason="The model step failed."))))
     assert types(events) == ["TEXT_MESSAGE_END", "RUN_ERROR"]
     assert events[1]["message"] == "The model step failed."
-    stopped = Run("acme.new", "acme.new", "r2", "what is 6*7")
+    stopped = Run("acme.new", "acme.new", "r2", "m1")
     stopped.take(TURN[0])
     ended = dumped(stopped.take(at(2, 1, TurnEnded("stopped", reason="Stopped."))))
     assert ended[0]["outcome"] == {"type": "cancelled"}
 
 
 def test_a_retracted_round_starts_a_new_message() -> None:
-    run = Run("acme.new", "acme.new", "r1", "what is 6*7")
+    run = Run("acme.new", "acme.new", "r1", "m1")
     run.take(TURN[0])
     first = dumped(run.take(LiveDelta("acme.new", 1, 1, "a", 0, "Wro")))
     ended = dumped(run.take(Retraction("acme.new", 1, 1)))
@@ -159,16 +159,25 @@ def run_input(text: str | None, thread: str = "acme.alpha", **extra: Any) -> dic
     return {"threadId": thread, "runId": "r1", "messages": messages, **extra}
 
 
-async def test_the_route_sends_the_message_and_streams_the_turn(world: World) -> None:
-    import asyncio  # noqa: PLC0415
+def played(turn: int, first_seq: int, reply: str, message_id: str) -> list[Event]:
+    """TURN as the agent's turn `turn`, started by the message `message_id`."""
+    events = [
+        Event("acme.alpha", first_seq + i, turn, e.round, T0, e.body) for i, e in enumerate(TURN)
+    ]
+    started = TurnStarted("hello", "helper", 1, message_id=message_id)
+    ended = TurnEnded("succeeded", reply, usage=Usage(22, 5))
+    return [
+        msgspec.structs.replace(events[0], body=started),
+        *events[1:-1],
+        msgspec.structs.replace(events[-1], body=ended),
+    ]
 
+
+async def test_the_route_sends_the_message_and_streams_the_turn(world: World) -> None:
     async def turn() -> None:
-        await asyncio.sleep(0.2)
-        events = [
-            Event("acme.alpha", 12 + i, 3, e.round, T0, e.body) for i, e in enumerate(TURN, 1)
-        ]
-        bodies = [msgspec.structs.replace(events[0], body=TurnStarted("hello", "helper", 1))]
-        await world.record(bodies + events[1:3])
+        sent = await world.ingress.arrivals.get()
+        events = played(3, 13, "It is 42", sent["wake"]["id"])
+        await world.record(events[:3])
         batch = LiveBatch((LiveDelta("acme.alpha", 3, 2, "a", 0, "It is"),))
         await world.client.post(
             "/internal/live",
@@ -189,6 +198,26 @@ async def test_the_route_sends_the_message_and_streams_the_turn(world: World) ->
     )
     address, body, key = world.ingress.sent[-1]
     assert (address, body["wake"]["text"], key) == ("acme.alpha", "hello", "agui r1")
+
+
+async def test_two_equal_messages_in_a_row_are_two_runs_each_with_its_own_turn(
+    world: World,
+) -> None:
+    """Both runs send "hello" before either turn starts: each run follows the turn its
+    own message started, although both turns carry the same text."""
+    first = asyncio.create_task(read_run(world, run_input("hello", runId="r1")))
+    one = await world.ingress.arrivals.get()
+    second = asyncio.create_task(read_run(world, run_input("hello", runId="r2")))
+    two = await world.ingress.arrivals.get()
+    assert one["wake"]["id"] != two["wake"]["id"]
+    await world.record(played(3, 13, "first reply", one["wake"]["id"]))
+    await world.record(played(4, 19, "second reply", two["wake"]["id"]))
+    runs = await asyncio.gather(first, second)
+    assert [run[-1]["type"] for run in runs] == ["RUN_FINISHED", "RUN_FINISHED"]
+    assert [(run[-1]["runId"], run[-1]["result"]) for run in runs] == [
+        ("r1", "first reply"),
+        ("r2", "second reply"),
+    ]
 
 
 async def test_a_run_without_a_message_answers_the_history(world: World) -> None:

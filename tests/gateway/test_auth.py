@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.gateway.conftest import World, unused_key
+from services.settings import Settings
+from tests.gateway.conftest import World, make_world, unused_key
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +116,29 @@ async def test_a_list_shows_only_the_keys_tenant(world: World) -> None:
     assert [a["address"] for a in other.json()["agents"]] == ["other.secret"]
 
 
-async def test_health_and_metrics_need_no_key(world: World) -> None:
+async def test_health_needs_no_key_and_metrics_need_the_metrics_token(world: World) -> None:
     assert (await world.client.get("/v1/health")).status_code == 200
-    assert (await world.client.get("/metrics")).status_code == 200
+    bare = await world.client.get("/metrics")
+    assert bare.status_code == 401
+    assert bare.json()["error"]["message"].startswith("missing or wrong Authorization")
+    api_key = await world.client.get("/metrics", headers=world.auth("admin"))
+    assert api_key.status_code == 401
+    scraped = await world.metrics()
+    assert scraped.status_code == 200
+    assert "teaspill_turns_total" in scraped.text
+
+
+async def test_metrics_name_no_tenant_agent_or_key(world: World) -> None:
+    lines = (await world.metrics()).text.splitlines()
+    text = "\n".join(line for line in lines if not line.startswith("#"))
+    for secret in ("acme", "other", "alpha", *(key.split("_")[1] for key in world.keys.values())):
+        assert secret not in text
+    labels = set(re.findall(r'\{(\w+)="', text))
+    assert labels <= {"outcome", "kind", "status", "model"}
+
+
+async def test_metrics_are_off_without_a_metrics_token(tmp_path: Path) -> None:
+    async with make_world(tmp_path, settings=Settings(home=tmp_path)) as world:
+        response = await world.client.get("/metrics", headers={"Authorization": "Bearer x"})
+        assert response.status_code == 403
+        assert "TEASPILL_METRICS_TOKEN" in response.json()["error"]["message"]

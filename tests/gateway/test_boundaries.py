@@ -20,8 +20,6 @@ ALLOWED = (
     "services.contracts",
     "services.ingress",
     "services.specs",
-    "services.client.models",  # the AG-UI route reads the SSE route with the client's
-    "services.client.stream",  # sans-IO reader (no I/O, schemas only)
 )
 
 

@@ -116,6 +116,7 @@ async def test_approve_is_only_a_json_boolean(world: World, approve: object) -> 
 
 async def test_ingress_down_is_a_503_sentence_not_a_wait(world: World) -> None:
     await waiting(world)
+    assert (await world.client.get("/v1/me", headers=world.auth("write"))).status_code == 200
     world.ingress.down = True
     for path, body in ((APPROVALS, {"approve": True}), ("/v1/agents/acme.alpha/stop", None)):
         response = await world.client.post(path, json=body, headers=world.auth("write"))

@@ -56,6 +56,7 @@ async def test_a_named_key_is_shown_by_name_and_signs_its_approvals(world: World
     assert made.json()["info"]["name"] == "alice"
     plaintext, key = new_key("acme", "write", T0, "alice")
     await world.store.record_key(key)
+    world.ingress.keys["acme"].append(key)
     me = await world.client.get("/v1/me", headers={"Authorization": f"Bearer {plaintext}"})
     assert me.json()["key_name"] == "alice"
     stored = await world.store.key_by_hash(key.hash)

@@ -52,9 +52,8 @@ def routes() -> list[str]:
 @pytest.mark.parametrize("route", routes())
 def test_every_route_has_a_section_and_a_scope(route: str) -> None:
     assert f"### `{route}`" in PAGE
-    assert re.search(
-        rf"\| `{re.escape(route)}` \| (read|write|admin|none|live token|notify token) \|", PAGE
-    )
+    needs = "read|write|admin|none|live token|notify token|metrics token"
+    assert re.search(rf"\| `{re.escape(route)}` \| ({needs}) \|", PAGE)
 
 
 def decode(example: dict[str, Any]) -> object:

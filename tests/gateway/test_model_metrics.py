@@ -23,7 +23,7 @@ async def test_each_model_has_its_calls_fallbacks_timings_and_reuse(world: World
     await world.record(
         [Event("acme.beta", 7 + n, t, r, T0, b) for n, (t, r, b) in enumerate(bodies)]
     )
-    text = (await world.client.get("/metrics")).text
+    text = (await world.metrics()).text
     for line in (
         'teaspill_model_calls_total{model="smollm2"} 2',
         'teaspill_model_calls_total{model="vllm"} 1',

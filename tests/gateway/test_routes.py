@@ -15,7 +15,7 @@ from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.app import create_app
 from services.projection.store import ProjectionStore
 from services.settings import Settings
-from tests.gateway.conftest import T0, World, seed, settings_for, timeline
+from tests.gateway.conftest import T0, FakeIngress, World, seed, settings_for, timeline
 
 pytestmark = pytest.mark.anyio
 
@@ -27,18 +27,23 @@ async def test_a_message_to_an_agent_goes_one_way_through_ingress(world: World) 
         headers={**world.auth("write"), "Idempotency-Key": "req-1"},
     )
     assert response.status_code == 202
-    assert response.json() == {
+    answer = response.json()
+    assert answer == {
         "address": "acme.alpha",
         "invocation_id": "inv_1",
         "after_seq": 12,
         "events_url": "/v1/agents/acme.alpha/events?after=12",
+        "message_id": answer["message_id"],
     }
     address, body, key = world.ingress.sent[0]
     assert (address, key) == ("acme.alpha", "req-1")
-    assert (
-        body == {"wake": {"type": "message", "text": "hello", "kind": None}}
-        or body["wake"]["text"] == "hello"
+    assert (body["wake"]["text"], body["wake"]["id"]) == ("hello", answer["message_id"])
+    again = await world.client.post(
+        "/v1/agents/acme.alpha/messages",
+        json={"text": "hello"},
+        headers={**world.auth("write"), "Idempotency-Key": "req-1"},
     )
+    assert again.json()["message_id"] == answer["message_id"]
 
 
 async def test_a_new_agent_is_created_from_a_published_kind_and_can_be_followed(
@@ -142,7 +147,7 @@ async def test_a_timeline_page_is_the_projection_encoded_as_is(
 
 
 async def test_metrics_count_from_the_projection(world: World) -> None:
-    text = (await world.client.get("/metrics")).text
+    text = (await world.metrics()).text
     # acme.alpha 2 turns, other.secret 1, beta/gamma/delta 1 each: 6 turns, 12 rounds.
     assert 'teaspill_turns_total{outcome="succeeded"} 6' in text
     assert 'teaspill_turns_total{outcome="failed"} 0' in text
@@ -163,7 +168,7 @@ async def test_metrics_count_failed_turns_and_tool_errors(world: World) -> None:
             Event("acme.beta", 8, 2, 1, T0, TurnEnded("failed", reason="It broke.")),
         ]
     )
-    text = (await world.client.get("/metrics")).text
+    text = (await world.metrics()).text
     assert "teaspill_errors_total 2" in text
     assert 'teaspill_turns_total{outcome="failed"} 1' in text
 
@@ -180,20 +185,25 @@ async def test_health_names_the_part_that_is_down(world: World) -> None:
 
 
 async def test_ingress_down_is_a_503_sentence_on_send(world: World) -> None:
+    assert (await world.client.get("/v1/me", headers=world.auth("write"))).status_code == 200
     world.ingress.down = True
     response = await world.client.post(
         "/v1/agents/acme.alpha/messages", json={"text": "hi"}, headers=world.auth("write")
     )
     assert response.status_code == 503
     assert "Restate ingress" in response.json()["error"]["message"]
+    unconfirmed = await world.client.get("/v1/agents", headers=world.auth("read"))
+    assert unconfirmed.status_code == 503
+    assert unconfirmed.json()["error"]["message"] == (
+        "the API key cannot be checked right now (Restate does not answer); retry soon"
+    )
 
 
 async def test_a_gateway_started_before_the_projection_exists_waits_for_it(
     tmp_path: Path,
 ) -> None:
-    app = create_app(
-        settings_for(tmp_path), ingress_transport=httpx.MockTransport(lambda r: httpx.Response(200))
-    )
+    ingress = FakeIngress()
+    app = create_app(settings_for(tmp_path), ingress_transport=httpx.MockTransport(ingress))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://gw") as client,
@@ -206,7 +216,7 @@ async def test_a_gateway_started_before_the_projection_exists_waits_for_it(
         )
         assert anyone.status_code == 503
         async with await ProjectionStore.open(tmp_path / "projection.db") as store:
-            keys = await seed(store)
+            keys = await seed(store, ingress)
             late = await client.get(
                 "/v1/agents", headers={"Authorization": f"Bearer {keys['read']}"}
             )
@@ -218,7 +228,7 @@ async def test_a_rebuilt_projection_is_read_again(world: World, tmp_path: Path) 
     await world.store.close()
     remove_projection(tmp_path / "projection.db")
     async with await ProjectionStore.open(tmp_path / "projection.db") as store:
-        keys = await seed(store)
+        keys = await seed(store, world.ingress)
         await store.record_events(timeline("acme.rebuilt", 1))
         world.keys = keys
         await asyncio.sleep(0.6)  # the gateway checks for a replaced file twice a second

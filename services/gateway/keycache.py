@@ -1,0 +1,103 @@
+"""API key lookups: the projection says which key a hash is, the key's `Tenant` object
+confirms it, and the answer is kept for `ttl` seconds.
+
+The projection is derived data: a file restored from before a revocation would bring the
+revoked key back. So a key the projection shows as valid is checked against its tenant's
+record in Restate (the source of truth) before it is trusted, and the answer is cached.
+A revoked key therefore stops working within `ttl` seconds on every gateway, and stays
+refused whatever the projection says. A hash the projection does not know is remembered
+for at most `NEGATIVE_SECONDS`, so a new key works within that.
+
+When the tenant's record cannot be read (Restate is down), a key this process confirmed
+before keeps its last confirmed answer (a revocation goes through Restate too, so none
+can have happened meanwhile but in the moment before it went down); any other key is
+refused (503): authentication fails closed.
+
+Lookups run on a projection reader of their own (one connection), so a slow read elsewhere in the
+gateway never queues authentication; lookups of one hash at once share one read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from schemas.tenant import ApiKey
+from services.gateway.errors import ApiError
+from services.gateway.reader import ProjectionReader
+from services.gateway.upstream import Upstream
+from services.keys import same_hash
+
+NEGATIVE_SECONDS = 1.0
+LIMIT = 10_000
+"""Hashes remembered; the least recently used is forgotten first."""
+
+
+class KeyUncheckableError(ApiError):
+    def __init__(self) -> None:
+        super().__init__(
+            503, "the API key cannot be checked right now (Restate does not answer); retry soon"
+        )
+
+
+class KeyCache:
+    def __init__(
+        self,
+        projection: ProjectionReader,
+        ingress: Upstream,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.projection = projection
+        self.ttl = ttl
+        self._ingress = ingress
+        self._clock = clock
+        self._known: OrderedDict[str, tuple[ApiKey | None, float]] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[ApiKey | None]] = {}
+
+    async def find(self, hash_: str) -> ApiKey | None:
+        """The key with this hash as its tenant holds it (revoked or not); None when
+        there is none."""
+        known = self._known.get(hash_)
+        if known is not None and known[1] > self._clock():
+            self._known.move_to_end(hash_)
+            return known[0]
+        pending = self._pending.get(hash_)
+        if pending is None:
+            pending = asyncio.ensure_future(self._look_up(hash_))
+            self._pending[hash_] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(hash_, None))
+        return await asyncio.shield(pending)
+
+    async def _look_up(self, hash_: str) -> ApiKey | None:
+        key = await self.projection.read(lambda store: store.key_by_hash(hash_))
+        if key is not None and key.revoked_at is None:
+            try:
+                key = await self._confirmed(key)
+            except KeyUncheckableError:
+                if (stale := self._known.get(hash_)) is not None:
+                    return stale[0]
+                raise
+        ttl = self.ttl if key is not None else min(self.ttl, NEGATIVE_SECONDS)
+        if ttl > 0:
+            self._known[hash_] = (key, self._clock() + ttl)
+            self._known.move_to_end(hash_)
+            if len(self._known) > LIMIT:
+                self._known.popitem(last=False)
+        return key
+
+    async def _confirmed(self, key: ApiKey) -> ApiKey | None:
+        """The tenant's own record of `key`: revoked there, or unknown there, wins."""
+        try:
+            held = await self._ingress.keys(key.tenant)
+        except ApiError as error:
+            raise KeyUncheckableError from error
+        for record in held.keys:
+            if record.id == key.id and same_hash(record.hash, key.hash):
+                return record
+        return None
+
+    def forget(self) -> None:
+        self._known.clear()

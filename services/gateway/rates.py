@@ -1,0 +1,87 @@
+"""Per-key limits on the gateway: requests per second, and open streams at once.
+
+`RateLimiter` is a token bucket per key: `rate` tokens a second, holding at most `burst`,
+each request taking one. A request that finds the bucket empty is answered 429 with
+`Retry-After` (whole seconds until a token is there). `StreamSlots` counts each key's
+open SSE and AG-UI streams; past `limit` a new one is answered 429 until one closes.
+
+Both live in the process's memory: with several gateways each enforces its own share.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from services.gateway.errors import ApiError
+
+TRACKED = 100_000
+"""Keys whose buckets are kept; the least recently seen is forgotten first (a forgotten
+bucket is a full one, which is what an idle key's bucket is anyway)."""
+
+
+class RateLimiter:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def take(self, key_id: str) -> None:
+        """Spend one request of `key_id`'s bucket; raises 429 when it is empty."""
+        if self.rate <= 0:
+            return
+        now = self._clock()
+        tokens, then = self._buckets.pop(key_id, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+        if tokens < 1.0:
+            self._buckets[key_id] = (tokens, now)
+            wait = max(1, math.ceil((1.0 - tokens) / self.rate))
+            raise ApiError(
+                429,
+                f"API key {key_id} sent more than {self.rate:g} requests a second (bursts of "
+                f"{self.burst}); retry in {wait} s",
+                {"Retry-After": str(wait)},
+            )
+        self._buckets[key_id] = (tokens - 1.0, now)
+        if len(self._buckets) > TRACKED:
+            self._buckets.popitem(last=False)
+
+
+class StreamSlots:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def hold(self, key_id: str) -> Callable[[], None]:
+        """Take one of `key_id`'s stream slots; returns what gives it back (once). Raises
+        429 when the key holds `limit` already."""
+        held = self._open.get(key_id, 0)
+        if held >= self.limit:
+            raise ApiError(
+                429,
+                f"API key {key_id} has {held} streams open, the most one key may hold; "
+                "close one first",
+                {"Retry-After": "1"},
+            )
+        self._open[key_id] = held + 1
+        given_back = False
+
+        def release() -> None:
+            nonlocal given_back
+            if not given_back:
+                given_back = True
+                left = self._open[key_id] - 1
+                if left:
+                    self._open[key_id] = left
+                else:
+                    del self._open[key_id]
+
+        return release
+
+    def held(self, key_id: str) -> int:
+        return self._open.get(key_id, 0)
