@@ -6,20 +6,45 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import msgspec
 import pytest
 
 from schemas.chat import ToolCall
-from schemas.events import ToolFinished
-from schemas.wake import Message
+from schemas.events import ToolFinished, WakeResult
+from schemas.wake import Message, WakeEnvelope
+from services.contracts import AGENT, WAKE
 from services.effects.ledger import RestateLedger
 from services.stack.endpoint import Endpoint
 from services.stack.identity import public_key
+from services.stack.journal import RestateAdmin
 from services.tools.registry import load_tools
 from tests.durable.conftest import LiveStack, eventually, live_stack, stack_settings
 from tests.durable.test_crash import SPEC, ledger_calls, lines_for, read
 from tests.fixtures.tools import ledger_path, started_path
 
 pytestmark = pytest.mark.durable
+
+
+def wake(stack: LiveStack, address: str, message: Message) -> tuple[str, WakeResult]:
+    """The wake's invocation id, and its result."""
+    answer = httpx.post(
+        f"{stack.settings.ingress_url}{WAKE.path(address)}",
+        content=msgspec.json.encode(WakeEnvelope(message)),
+        headers={"content-type": "application/json"},
+        timeout=60.0,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.headers["x-restate-id"], msgspec.json.decode(answer.content, type=WakeResult)
+
+
+def attach(stack: LiveStack, invocation: str) -> WakeResult:
+    """Wait for an invocation's result."""
+    answer = httpx.get(
+        f"{stack.settings.ingress_url}/restate/invocation/{invocation}/attach", timeout=60.0
+    )
+    assert answer.status_code == 200, answer.text
+    return msgspec.json.decode(answer.content, type=WakeResult)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +109,35 @@ def test_a_call_retried_on_a_second_replica_after_it_finished_returns_its_result
     assert (second.status, second.content) == (first.status, first.content)
     written = [line for home in homes for line in read(ledger_path(home))]
     assert written == [f"{key}\tonce"], "the effect happened once"
+
+
+def test_a_tool_step_run_again_after_it_finished_returns_the_recorded_result(
+    own: LiveStack,
+) -> None:
+    """The agent's own step, run a second time after it finished: Restate restarts the
+    wake as new from its journal just after the record was read (`restart-as-new`; the
+    entries after it name the old invocation), so the turn's steps run again, the tool
+    step with the same idempotency key, as it would if its result had been lost."""
+    address = "acme.effects.again"
+    with RestateAdmin(own.settings.admin_url) as admin:
+        admin.retain_journals([AGENT])
+        invocation, first = wake(own, address, Message(ledger_calls(("once", 0)), spec=SPEC))
+        assert first.reply == "done: recorded once"
+        entries = admin.journal(invocation).entries
+        loaded = next(e for e in entries if e.entry_type == "Notification: GetLazyState")
+        restarted = httpx.patch(
+            f"{own.settings.admin_url}/invocations/{invocation}/restart-as-new",
+            params={"from": loaded.index},
+            timeout=30,
+        )
+        assert restarted.status_code == 200, restarted.text
+        new = restarted.json()["new_invocation_id"]
+        again = attach(own, new)
+        steps = [e.name for e in admin.journal(new).entries if e.entry_type == "Command: Run"]
+
+    assert "tool ledger call_0" in steps, "the new invocation ran the tool step again"
+    assert again.reply == "done: recorded once"
+    homes = {own.home, own.endpoint.settings.home}
+    for path in (ledger_path, started_path):
+        lines = [line for home in homes for line in lines_for(read(path(home)), address)]
+        assert lines == ["once"], "the tool itself ran once"
