@@ -32,6 +32,7 @@ from services.workspace.bwrap import (
     find_bwrap,
     prlimit_argv,
 )
+from services.workspace.cgroups import Cgroups
 from services.workspace.network import Attached, NetworkUnavailableError, attach
 
 __all__ = [
@@ -96,11 +97,49 @@ async def run_sandboxed(
     """Run `command`; never raises for the command's own failures. Raises
     `SandboxUnavailableError` when bwrap could not start the sandbox. With network, the
     command waits in its namespace until `allowed` and the rest of the firewall are set
-    and slirp4netns is attached."""
+    and slirp4netns is attached. Where the machine allows, the command runs in cgroups of
+    its own that hold it to its memory and process limits (`cgroups.py`)."""
+    if shutil.which(bwrap) is None:
+        raise SandboxUnavailableError(
+            f"Commands cannot run: the sandbox program {bwrap!r} could not be started (it "
+            "is not an executable file), and commands never run outside the sandbox."
+        )
+    cgroups = await asyncio.to_thread(Cgroups.make, limits)
+    try:
+        run = _Run(mounts, bwrap, limits, stopped, floor, allowed, cgroups)
+        return await run.run(command, file_bytes)
+    finally:
+        if cgroups is not None:
+            await asyncio.to_thread(_clear, cgroups)
+
+
+def _clear(cgroups: Cgroups) -> None:
+    cgroups.kill()
+    cgroups.remove()
+
+
+@dataclass(frozen=True)
+class _Run:
+    mounts: Mounts
+    bwrap: str
+    limits: CommandLimits
+    stopped: Callable[[], bool]
+    floor: DiskFloor | None
+    allowed: tuple[Allowed, ...]
+    cgroups: Cgroups | None
+
+    async def run(self, command: str, file_bytes: int) -> Outcome:
+        return await _run(self, command, file_bytes)
+
+
+async def _run(run: _Run, command: str, file_bytes: int) -> Outcome:
+    """bwrap started (inside `run.cgroups`), attached to its network, then watched."""
+    mounts, bwrap, limits, cgroups = run.mounts, run.bwrap, run.limits, run.cgroups
     pipes = Pipes.open(mounts.network)
+    argv = bwrap_argv(bwrap, mounts, command, pipes, prlimit_argv(limits, file_bytes))
     try:
         process = await asyncio.create_subprocess_exec(
-            *bwrap_argv(bwrap, mounts, command, pipes, prlimit_argv(limits, file_bytes)),
+            *(cgroups.wrap(argv) if cgroups else argv),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -119,11 +158,11 @@ async def run_sandboxed(
         pipes.close_bwraps()
     status = b""
     attached: Attached | None = None
-    supervisor = _Supervisor(process, limits, stopped, floor)
+    supervisor = _Supervisor(process, limits, run.stopped, run.floor, cgroups)
     try:
         if mounts.network:
             status = await asyncio.to_thread(_first_line, pipes.status[0])
-            attached = await _attach(status, allowed, supervisor)
+            attached = await _attach(status, run.allowed, supervisor)
         pipes.release()
         outcome = await supervisor.run()
     finally:
@@ -131,7 +170,8 @@ async def run_sandboxed(
         if attached is not None:
             await attached.close()
         status += await asyncio.to_thread(_read_all, pipes.status[0])
-    return _checked(outcome, status)
+    kernel = await asyncio.to_thread(cgroups.passed) if cgroups else None
+    return _checked(outcome, status, kernel)
 
 
 async def _attach(
@@ -172,9 +212,10 @@ def _read_all(fd: int) -> bytes:
         return pipe.read()
 
 
-def _checked(outcome: Outcome, status: bytes) -> Outcome:
+def _checked(outcome: Outcome, status: bytes, kernel: LimitName | None = None) -> Outcome:
     """Fail closed when bwrap never started the command; take the command's own exit
-    code from bwrap's status (bwrap's own would hide a setup failure)."""
+    code from bwrap's status (bwrap's own would hide a setup failure); `kernel` is the
+    limit the command's cgroups enforced, if any."""
     reports = [json.loads(line) for line in status.decode().splitlines() if line.strip()]
     started = any("child-pid" in report for report in reports)
     if not started and not outcome.stopped:
@@ -183,6 +224,8 @@ def _checked(outcome: Outcome, status: bytes) -> Outcome:
             f"Commands cannot run: the sandbox did not start ({said or 'no reason given'}), "
             "and commands never run outside the sandbox."
         )
+    if outcome.limit is None and kernel is not None and not outcome.stopped:
+        outcome.limit, outcome.exit_code = kernel, None
     for report in reports:
         if "exit-code" in report and outcome.limit is None and not outcome.stopped:
             outcome.exit_code = int(report["exit-code"])
@@ -208,11 +251,13 @@ class _Supervisor:
         limits: CommandLimits,
         stopped: Callable[[], bool],
         floor: DiskFloor | None = None,
+        cgroups: Cgroups | None = None,
     ) -> None:
         self._process = process
         self._limits = limits
         self._stopped = stopped
         self._floor = floor
+        self._cgroups = cgroups
         self._outcome = Outcome()
 
     async def run(self) -> Outcome:
@@ -324,3 +369,5 @@ class _Supervisor:
         for member in members:
             with contextlib.suppress(psutil.Error):
                 member.kill()
+        if self._cgroups is not None:
+            self._cgroups.kill()

@@ -50,3 +50,23 @@ def test_a_command_filling_the_disk_stops_at_the_reserve_and_later_ones_are_refu
     assert not list(tmp_path.rglob("ran.txt"))
     shutil.rmtree(tmp_path / "workspaces")
     assert shutil.disk_usage(tmp_path).free // 2**20 > free_mb - 48
+
+
+def test_another_agents_command_runs_while_one_forks_without_end(tmp_path: Path) -> None:
+    host = WorkspaceHost(tmp_path, "bwrap")
+
+    async def both() -> tuple[str, str, float]:
+        def call(agent: str, command: str) -> WorkspaceCall:
+            return WorkspaceCall(agent, ToolCall("c1", "run_command", {"command": command}), agent)
+
+        bomb = asyncio.create_task(host.perform(call("acme.bomb", "f(){ f|f& };f"), lambda: False))
+        started = asyncio.get_running_loop().time()
+        other = await host.perform(call("acme.other", "echo still here"), lambda: False)
+        took = asyncio.get_running_loop().time() - started
+        return (await bomb).result.content, other.result.content, took
+
+    bombed, other, took = asyncio.run(both())
+    assert "passed its processes limit (64 processes)" in bombed
+    assert other.startswith("Exit status 0")
+    assert "still here" in other
+    assert took < 5
