@@ -6,9 +6,11 @@ RUN apt-get update \
     && apt-get install --yes --no-install-recommends build-essential cmake \
     && rm -rf /var/lib/apt/lists/*
 
+# Built for any x86-64 with AVX2, not tuned to the build machine (see the Makefile).
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    CMAKE_ARGS=-DGGML_NATIVE=OFF
 
 WORKDIR /app
 

@@ -29,6 +29,10 @@ CHROMIUM := /usr/bin/chromium
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # llama-cpp-python compiles on install: use every core.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+# Built for x86-64 with AVX2, not for the CPU it is built on: a build tuned to a CPU that
+# reports AMX uses AMX kernels for the bundled Q4_1 model, and where the virtual machine does
+# not enable AMX the first generation dies (SIGSEGV in ggml's AMX matrix multiply).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .DEFAULT_GOAL := test
 .PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
