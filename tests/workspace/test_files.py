@@ -27,12 +27,19 @@ def test_paths_that_leave_the_workspace_are_refused(tmp_path: Path) -> None:
     workspace = open_workspace(tmp_path, "acme.a", 2**20)
     (tmp_path / "secret.txt").write_text("secret")
     (workspace.root / "link").symlink_to(tmp_path / "secret.txt")
-    for path in ("../secret.txt", "/etc/passwd", "link", "a/../../secret.txt", ""):
+    (workspace.root / "up").symlink_to(tmp_path)
+    (workspace.root / "hop").symlink_to("up/secret.txt")
+    escapes = ("../secret.txt", "/etc/passwd", "link", "a/../../secret.txt", "up/secret.txt")
+    for path in (*escapes, "hop", ""):
         with pytest.raises(WorkspaceError):
             read_text(workspace, path, 1000)
-    with pytest.raises(WorkspaceError):
-        write_text(workspace, "link", "overwritten")
+    for path in ("link", "up/secret.txt", "hop", "up/new.txt"):
+        with pytest.raises(WorkspaceError, match="leads outside the workspace"):
+            write_text(workspace, path, "overwritten")
+    with pytest.raises(WorkspaceError, match="leads outside the workspace"):
+        list_entries(workspace, "up")
     assert (tmp_path / "secret.txt").read_text() == "secret"
+    assert not (tmp_path / "new.txt").exists()
 
 
 def test_writes_past_the_quota_are_refused(tmp_path: Path) -> None:
