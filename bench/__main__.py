@@ -28,6 +28,7 @@ from bench.baseline import (
     plain_concurrent,
     plain_crowded,
     plain_endpoint,
+    plain_first_turns,
     plain_sequential,
     plain_settings,
     plain_warm_up,
@@ -37,7 +38,16 @@ from bench.journal import JournalCost, journal
 from bench.projection import projection_path
 from bench.report import machine, render
 from bench.results import Result
-from bench.rounds import TURN_TIMEOUT, Plan, Target, concurrent, crowded, sequential, warm_up
+from bench.rounds import (
+    TURN_TIMEOUT,
+    Plan,
+    Target,
+    concurrent,
+    crowded,
+    first_turns,
+    sequential,
+    warm_up,
+)
 from bench.sse import SseResult, sse, sse_plan
 from bench.sse import render as render_sse
 from bench.versus import compare, plain_table
@@ -57,11 +67,13 @@ from services.stack.journal import JournalError
 
 BENCHMARKS: dict[str, Callable[[Target, Plan], Result]] = {
     "sequential": sequential,
+    "first-turns": first_turns,
     "concurrent": concurrent,
     "crowded": crowded,
 }
 PLAIN: dict[str, Callable[[str, Plan], PlainResult]] = {
     "plain-sequential": plain_sequential,
+    "plain-first-turns": plain_first_turns,
     "plain-concurrent": plain_concurrent,
     "plain-crowded": plain_crowded,
 }
@@ -79,11 +91,16 @@ VERSUS_NAMES = [
     "plain-crowded",
     JOURNAL,
 ]
+NEW_AGENTS = "new-agents"
+"""A new agent's first turn beside the plain loop's: `first-turns`, then its plain twin."""
+COMPOSITES = {
+    VERSUS: VERSUS_NAMES,
+    NEW_AGENTS: ["first-turns", "plain-first-turns"],
+}
 SSE, SSE_LOAD = "sse", "sse-load"
 """Followers of timelines through the gateway (`bench/sse.py`): latency and catch-up; and
-latency with many agents followed at once, not run by default: at commit 8da309f it stops
-on a follower that was not sent every seq (see docs/benchmarks.md)."""
-NAMES = [*BENCHMARKS, *PLAIN, JOURNAL, SSE, SSE_LOAD, VERSUS]
+latency with 10 agents followed at once while they all run (not in the default run)."""
+NAMES = [*BENCHMARKS, *PLAIN, JOURNAL, SSE, SSE_LOAD, VERSUS, NEW_AGENTS]
 DEFAULT = [VERSUS, SSE]
 FULL = Plan(agents=50, turns=20, rounds=10, crowd=200, agent_turns=3)
 QUICK = Plan(agents=5, turns=3, rounds=3, crowd=10, agent_turns=1)
@@ -162,9 +179,10 @@ def plan_of(args: argparse.Namespace) -> Plan:
 
 
 def expand(names: Sequence[str]) -> list[str]:
-    """`versus` stands for its benchmarks; each runs once, `journal` after the other round
-    benchmarks (it makes Restate keep journals from then on) and the SSE ones last."""
-    wanted = [n for name in names for n in (VERSUS_NAMES if name == VERSUS else [name])]
+    """`versus` and `new-agents` stand for their benchmarks; each runs once, `journal`
+    after the other round benchmarks (it makes Restate keep journals from then on) and the
+    SSE ones last."""
+    wanted = [n for name in names for n in COMPOSITES.get(name, [name])]
     unique = list(dict.fromkeys(wanted))
     rank = {JOURNAL: 1, SSE: 2, SSE_LOAD: 2}
     return sorted(unique, key=lambda name: rank.get(name, 0))

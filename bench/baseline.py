@@ -114,6 +114,17 @@ def plain_sequential(url: str, plan: Plan) -> PlainResult:
         return _measure("plain-sequential", 1, plan.rounds, run)
 
 
+def plain_first_turns(url: str, plan: Plan) -> PlainResult:
+    """`plan.turns` new keys one after another, one turn each."""
+    keys = [f"{plan.name('first')}-{n}" for n in range(plan.turns)]
+    with httpx.Client(base_url=url, timeout=TURN_TIMEOUT) as client:
+
+        def run() -> list[Span]:
+            return [plain_turn(client, key, 1, plan.rounds) for key in keys]
+
+        return _measure("plain-first-turns", plan.turns, plan.rounds, run)
+
+
 def plain_concurrent(url: str, plan: Plan) -> PlainResult:
     """`plan.agents` keys, all started at the same moment, each running
     `plan.agent_turns` turns one after another."""

@@ -132,6 +132,18 @@ def sequential(target: Target, plan: Plan) -> Result:
         return _measure(target, Workload("sequential", [address], plan.turns, plan.rounds, turns))
 
 
+def first_turns(target: Target, plan: Plan) -> Result:
+    """`plan.turns` new agents one after another, one turn each: what an agent's first
+    turn costs (its spec resolved, its state made, its first projection write)."""
+    addresses = [f"{TENANT}.{plan.name('first')}-{n}" for n in range(plan.turns)]
+    with client(target) as ingress:
+
+        def turns() -> list[Span]:
+            return [run_turn(ingress, address, 1, plan.rounds) for address in addresses]
+
+        return _measure(target, Workload("first-turns", addresses, 1, plan.rounds, turns))
+
+
 def concurrent(target: Target, plan: Plan) -> Result:
     """`plan.agents` agents, all started at the same moment, each running
     `plan.agent_turns` turns one after another."""

@@ -1,9 +1,10 @@
 """teaspill beside the plain loop: the figures of one run side by side, their ratios, and
 the goals the round is held to, each marked pass or miss.
 
-Goals: sequential ms per round (p50) at most 1.5x the plain loop's; rounds/s with the
-`concurrent` agents at least 0.7x the plain loop's; the projection caught up at most 1 s
-after the last of those agents' turns ended.
+Goals: sequential ms per round (p50) at most 1.5x the plain loop's; a new agent's first
+turn (p50, `first-turns`) at most 1.5x the plain loop's; rounds/s with the `concurrent`
+agents at least 0.7x the plain loop's; the projection caught up at most 1 s after the last
+of those agents' turns ended.
 
 With `--repeat N` each benchmark and its plain twin run N times, one after the other: a
 row then holds the median of each side, and its ratio is the median of the N pairs'
@@ -62,7 +63,7 @@ def compare(
     ours = _by_name(rounds, "")
     theirs = _by_name(plain, "plain-")
     rows: list[Row] = []
-    for name in ("sequential", "concurrent", "crowded"):
+    for name in ("sequential", "first-turns", "concurrent", "crowded"):
         if name in ours and name in theirs:
             pairs = [_pair(a, b) for a, b in zip(ours[name], theirs[name], strict=False)]
             rows += [_median(list(same)) for same in zip(*pairs, strict=True)]
@@ -114,11 +115,29 @@ def _pair(ours: Result, theirs: PlainResult) -> list[Row]:
             _row("sequential ms/round p95", ours.per_round.p95_ms, theirs.per_round.p95_ms),
             _row("sequential CPU ms/round", ours.cpu.stack_ms, theirs.cpu.stack_ms),
         ]
+    if ours.benchmark == "first-turns":
+        return _first_turn_rows(ours, theirs)
     goal = CONCURRENT_GOAL if ours.benchmark == "concurrent" else None
     where = f"{ours.agents} agents"
     return [
         _row(f"rounds/s, {where}", ours.rounds_per_second, theirs.rounds_per_second, goal),
         _row(f"CPU ms/round, {where}", ours.cpu.stack_ms, theirs.cpu.stack_ms),
+    ]
+
+
+def _first_turn_rows(ours: Result, theirs: PlainResult) -> list[Row]:
+    """A new agent's turn: its wall time (the rounds' median times the rounds), and each
+    part's CPU per round."""
+    rounds = ours.rounds_per_turn
+    return [
+        _row(
+            f"new agent's {rounds}-round first turn ms p50",
+            ours.per_round.median_ms * rounds,
+            theirs.per_round.median_ms * theirs.rounds_per_turn,
+            SEQUENTIAL_GOAL,
+        ),
+        _row("new agents: endpoint CPU ms/round", ours.cpu.endpoint_ms, theirs.cpu.endpoint_ms),
+        _row("new agents: restate-server CPU ms/round", ours.cpu.restate_ms, theirs.cpu.restate_ms),
     ]
 
 

@@ -96,6 +96,25 @@ def test_sequential_ms_per_round_may_be_at_most_one_and_a_half_times_the_plain_l
     assert rows_by_figure(rows)["sequential CPU ms/round"].ratio == pytest.approx(4.0)
 
 
+@pytest.mark.parametrize(("ms", "met"), [(6.0, True), (6.1, False)])
+def test_a_new_agents_first_turn_may_take_at_most_one_and_a_half_times_the_plain_loops(
+    ms: float, met: bool
+) -> None:
+    """Ten rounds of `ms` against ten of 4 ms: the turn, not the round, is compared."""
+    rows = rows_by_figure(
+        compare([ours("first-turns", ms=ms)], [theirs("first-turns", ms=4.0)], [])
+    )
+    turn = rows["new agent's 10-round first turn ms p50"]
+    assert (turn.teaspill, turn.plain) == (pytest.approx(ms * 10), pytest.approx(40.0))
+    assert turn.met is met
+    assert rows["new agents: endpoint CPU ms/round"].ratio == pytest.approx(5.0)
+    assert rows["new agents: restate-server CPU ms/round"].ratio == pytest.approx(3.0)
+
+
+def test_new_agents_runs_the_first_turns_then_their_plain_twin() -> None:
+    assert expand(["new-agents"]) == ["first-turns", "plain-first-turns"]
+
+
 @pytest.mark.parametrize(("rate", "met"), [(70.0, True), (69.0, False)])
 def test_rounds_per_second_with_50_agents_must_be_at_least_0_7_of_the_plain_loop(
     rate: float, met: bool
