@@ -16,9 +16,9 @@ DEFAULT_APP = "services.app:create_app()"
 
 def hypercorn_argv(app: str, bind: str) -> list[str]:
     """`python -m hypercorn <app> --bind <bind>` on uvloop's event loop. The endpoint's
-    event loop is what a crowd of agents runs out of first: on uvloop the endpoint took
-    0.9 ms of CPU a round with 50 agents against 1.7 on asyncio's own loop, and did 924
-    rounds/s against 527 (docs/benchmarks.md)."""
+    event loop is what a crowd of agents runs out of first, and `python -m bench
+    concurrent` shows uvloop's gain there: about half the endpoint's CPU a round with 50
+    agents, and over 1.5 times the rounds/s of asyncio's own loop."""
     return [sys.executable, "-m", "hypercorn", app, "--bind", bind, "--worker-class", "uvloop"]
 
 

@@ -1,12 +1,14 @@
 """The console in headless Chromium (Debian's package, driven by Playwright), on a real
-stack. Each test writes a screenshot of what it shows to docs/console/, where the console's
-docs page shows it."""
+stack. Each test writes a screenshot of what it shows: to a temporary directory, or to
+$CONSOLE_SCREENSHOTS (docs/console/ to refresh the pictures of the console's docs page)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from itertools import count
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
@@ -14,7 +16,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, 
 from schemas.events import ContextFolded, Event, ModelMessage, StopRefused, ToolFinished, TurnEnded
 from services.client import until_turn_ends
 from services.executor.scripted import script
-from tests.ui.conftest import CHROMIUM, SHOTS, UiStack
+from tests.ui.conftest import CHROMIUM, SCREENSHOTS, UiStack
 
 pytestmark = pytest.mark.durable
 WAIT = 300_000  # the machine may be shared: a model turn can take minutes
@@ -35,8 +37,9 @@ def browser() -> Iterator[Browser]:
 class Watched:
     """A page, and every console error and uncaught exception it had."""
 
-    def __init__(self, page: Page) -> None:
+    def __init__(self, page: Page, shots: Path) -> None:
         self.page = page
+        self.shots = shots
         self.errors: list[str] = []
         page.on("console", self._console)
         page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
@@ -46,16 +49,25 @@ class Watched:
             self.errors.append(message.text)
 
     def shot(self, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+        self.page.screenshot(path=str(self.shots / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get(SCREENSHOTS)
+    if not chosen:
+        return tmp_path_factory.mktemp("screenshots")
+    path = Path(chosen)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture
-def watched(browser: Browser) -> Iterator[Watched]:
+def watched(browser: Browser, shots: Path) -> Iterator[Watched]:
     context = browser.new_context(viewport={"width": 1100, "height": 720})
     page = context.new_page()
     page.set_default_timeout(WAIT)
-    yield Watched(page)
+    yield Watched(page, shots)
     context.close()
 
 
