@@ -1,7 +1,7 @@
 """Starts and stops the local stack: restate-server, the service endpoint, registration,
 and the gateway.
 
-Used by `teaspill up` and by the durable test fixtures.
+Used by `teaspill up`, the benchmarks and every test tier that needs a real stack.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ def isolated_settings(home: Path, **overrides: Any) -> Settings:
 
 
 class Stack:
-    """restate-server, the endpoint, registration, then the gateway; `down` undoes it in
-    reverse.
+    """restate-server, the endpoint, registration, then the gateway (unless `gateway` is
+    False); `down` undoes it in reverse.
 
+    `env` is added to every part's environment, `endpoint_env` to the endpoint's alone.
     As a context manager it is always taken down, even when the body raises.
     """
 
@@ -54,11 +55,14 @@ class Stack:
         *,
         app: str = DEFAULT_APP,
         env: Mapping[str, str] | None = None,
+        endpoint_env: Mapping[str, str] | None = None,
+        gateway: bool = True,
     ) -> None:
         self.settings = settings
         self.restate = RestateServer(settings)
-        self.endpoint = Endpoint(settings, app, env)
+        self.endpoint = Endpoint(settings, app, {**(env or {}), **(endpoint_env or {})})
         self.gateway = Gateway(settings, env=env)
+        self.serves_gateway = gateway
         self.deployment: dict[str, Any] = {}
 
     def up(self, progress: Callable[[str], None] = lambda _: None) -> Stack:
@@ -71,8 +75,9 @@ class Stack:
             self.endpoint.start()
             progress("Registering the endpoint with Restate")
             self.deployment = register(s)
-            progress(f"Starting the gateway on {self.gateway.url}")
-            self.gateway.start()
+            if self.serves_gateway:
+                progress(f"Starting the gateway on {self.gateway.url}")
+                self.gateway.start()
         except BaseException:
             # The first failure is the one to report; stopping the rest is best effort.
             with contextlib.suppress(StackError):
@@ -85,7 +90,8 @@ class Stack:
         invocation streams close and it exits at once. Each part is stopped even if the
         one before fails to."""
         try:
-            self.gateway.stop()
+            if self.serves_gateway:
+                self.gateway.stop()
         finally:
             try:
                 self.restate.stop()

@@ -1,12 +1,13 @@
-"""A real stack for the durable tests: restate-server and the service endpoint, each a
-child process on free ports under a temporary TEASPILL_HOME."""
+"""A real stack for the durable tests: restate-server and the service endpoint
+(`services.stack.Stack` without the gateway), each a child process on free ports under a
+temporary TEASPILL_HOME."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -17,10 +18,9 @@ from schemas.events import Event, TurnEnded
 from services.ingress import Ingress
 from services.projection.store import ProjectionStore
 from services.settings import Settings
-from services.stack import isolated_settings
+from services.stack import Stack, isolated_settings
 from services.stack.endpoint import Endpoint
-from services.stack.process import StackError
-from services.stack.restate import RestateServer, register
+from services.stack.restate import RestateServer
 
 T = TypeVar("T")
 
@@ -88,19 +88,6 @@ def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def stop_all(restate: RestateServer, *endpoints: Endpoint) -> None:
-    """Restate first: with it gone the endpoints' invocation streams close and they stop at
-    once. Every part is stopped even if another fails to."""
-    try:
-        restate.stop()
-    finally:
-        for endpoint in endpoints:
-            try:
-                endpoint.stop()
-            except StackError:
-                endpoint.kill()
-
-
 def stack_settings(home: Path) -> Settings:
     return isolated_settings(
         home,
@@ -114,17 +101,8 @@ def stack_settings(home: Path) -> Settings:
 @contextmanager
 def live_stack(settings: Settings) -> Iterator[LiveStack]:
     """restate-server and the endpoint on `settings`, registered; stopped on the way out."""
-    restate = RestateServer(settings)
-    endpoint = Endpoint(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
-        ingress = Ingress(settings.ingress_url)
-        yield LiveStack(settings, restate, endpoint, ingress)
-        ingress.close()
-    finally:
-        stop_all(restate, endpoint)
+    with Stack(settings, gateway=False) as stack, closing(Ingress(settings.ingress_url)) as ingress:
+        yield LiveStack(settings, stack.restate, stack.endpoint, ingress)
 
 
 @pytest.fixture(scope="session")

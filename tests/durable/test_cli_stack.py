@@ -80,11 +80,14 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
     assert stopped.stdout.count("down") == 4
 
 
-def sse_frames(url: str, key: str, until: str) -> list[tuple[str, str]]:
-    """(event, data) of each frame, until an event of type `until`."""
+def sse_frames(url: str, key: str, until: str, connected: threading.Event) -> list[tuple[str, str]]:
+    """(event, data) of each frame, until an event of type `until`. `connected` is set once
+    the gateway answered; the stream's first act is to register the follower, well within
+    the second the scripted reply sleeps before its text."""
     frames: list[tuple[str, str]] = []
     headers = {"authorization": f"Bearer {key}"}
     with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+        connected.set()
         event = ""
         for line in response.iter_lines():
             if line.startswith("event: "):
@@ -104,9 +107,12 @@ def live_text_reaches_followers(env: dict[str, str]) -> str:
     gateway = f"http://127.0.0.1:{env['TEASPILL_GATEWAY_PORT']}"
     result: list[list[tuple[str, str]]] = []
     url = f"{gateway}/v1/agents/acme.clerk/events?after=6"
-    follower = threading.Thread(target=lambda: result.append(sse_frames(url, key, "turn_ended")))
+    connected = threading.Event()
+    follower = threading.Thread(
+        target=lambda: result.append(sse_frames(url, key, "turn_ended", connected))
+    )
     follower.start()
-    time.sleep(1.0)
+    assert connected.wait(60), "the follower did not connect"
     slow = script({"sleep": 1.0, "reply": "written live, piece by piece"})
     assert teaspill(env, "send", "acme.clerk", slow).returncode == 0
     follower.join(timeout=60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ from schemas.wake import Message
 from services.cli import health
 from services.executor.scripted import script
 from services.ingress import Ingress
-from services.stack import Endpoint, RestateServer, free_port, register
-from tests.durable.conftest import LiveStack, eventually, stack_settings, stop_all
+from services.stack import Endpoint, Stack, free_port, register
+from tests.durable.conftest import LiveStack, eventually, stack_settings
 
 pytestmark = pytest.mark.durable
 
@@ -24,20 +25,16 @@ SPEC = AgentSpec(kind="split", instructions="x", model="script", tools=("calcula
 def split(tmp_path: Path) -> Iterator[tuple[LiveStack, Endpoint]]:
     control = stack_settings(tmp_path)
     execution = control.model_copy(update={"endpoint_port": free_port()})
-    restate = RestateServer(control)
-    control_endpoint = Endpoint(control, app="services.app:create_app(execution=False)")
     execution_endpoint = Endpoint(execution, app="services.app:create_app(control=False)")
-    restate.start()
-    try:
-        control_endpoint.start()
-        execution_endpoint.start()
-        register(control)
-        register(execution)
-        ingress = Ingress(control.ingress_url)
-        yield LiveStack(control, restate, control_endpoint, ingress), execution_endpoint
-        ingress.close()
-    finally:
-        stop_all(restate, execution_endpoint, control_endpoint)
+    control_app = "services.app:create_app(execution=False)"
+    with Stack(control, app=control_app, gateway=False) as stack:
+        try:
+            execution_endpoint.start()
+            register(execution)
+            with closing(Ingress(control.ingress_url)) as ingress:
+                yield LiveStack(control, stack.restate, stack.endpoint, ingress), execution_endpoint
+        finally:
+            execution_endpoint.stop()
 
 
 def test_a_turn_runs_across_two_deployments_and_survives_killing_the_execution_plane(

@@ -21,7 +21,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.keys import new_key
 from services.settings import Settings
-from services.stack import Endpoint, Gateway, RestateServer, isolated_settings, register
+from services.stack import Endpoint, Gateway, RestateServer, Stack, isolated_settings
 from tests.durable.conftest import eventually
 from tests.gateway.streaming import Frame
 
@@ -150,37 +150,30 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
 def gateway_stack(home: Path) -> Iterator[GatewayStack]:
     """restate-server, the endpoint and the gateway, with an admin key and `calc` published."""
     settings = stack_settings(home)
-    restate = RestateServer(settings)
     # The executor's own live pushes are switched off, so that the live text the tests
     # see is exactly what they push (the script model writes a reply all at once).
-    endpoint = Endpoint(settings, env={"TEASPILL_LIVE_TOKEN": ""})
-    gateway = Gateway(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
-        gateway.start()
-        with httpx.Client(base_url=gateway.url, timeout=30) as http:
-            ingress = Ingress(settings.ingress_url)
-            key = admin_key(settings, http)
-            published = http.post(
-                "/v1/specs",
-                json={
-                    "kind": "calc",
-                    "instructions": "Use the calculator.",
-                    "model": "script",
-                    "tools": ["calculator"],
-                },
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            assert published.status_code == 201, published.text
-            assert published.json()["spec"]["version"] == 1
-            yield GatewayStack(settings, restate, endpoint, gateway, ingress, http, key)
-            ingress.close()
-    finally:
-        gateway.stop()
-        endpoint.stop()
-        restate.stop()
+    stack = Stack(settings, endpoint_env={"TEASPILL_LIVE_TOKEN": ""})
+    with (
+        stack,
+        httpx.Client(base_url=stack.gateway.url, timeout=30) as http,
+        contextlib.closing(Ingress(settings.ingress_url)) as ingress,
+    ):
+        key = admin_key(settings, http)
+        published = http.post(
+            "/v1/specs",
+            json={
+                "kind": "calc",
+                "instructions": "Use the calculator.",
+                "model": "script",
+                "tools": ["calculator"],
+            },
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert published.status_code == 201, published.text
+        assert published.json()["spec"]["version"] == 1
+        yield GatewayStack(
+            settings, stack.restate, stack.endpoint, stack.gateway, ingress, http, key
+        )
 
 
 class Sse:

@@ -18,8 +18,8 @@ from services.contracts import ADD_KEY
 from services.ingress import Ingress
 from services.keys import new_key
 from services.settings import Settings
-from services.stack import Endpoint, Gateway, RestateServer, isolated_settings, register
-from tests.durable.conftest import eventually, stop_all
+from services.stack import Gateway, Stack, isolated_settings
+from tests.durable.conftest import eventually
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = "CONSOLE_SCREENSHOTS"
@@ -74,22 +74,12 @@ def ui_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiStack]:
         tool_modules=("tests.fixtures.tools",),
         model_context=2048,
     )
-    restate, endpoint, gateway = RestateServer(settings), Endpoint(settings), Gateway(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
-        gateway.start()
-        with httpx.Client(base_url=gateway.url, timeout=30) as http:
+    with Stack(settings) as stack:
+        with httpx.Client(base_url=stack.gateway.url, timeout=30) as http:
             keys = {scope: make_key(settings, http, scope) for scope in ("read", "write", "admin")}
             for spec in SPECS:
                 answer = http.post(
                     "/v1/specs", json=spec, headers={"Authorization": f"Bearer {keys['admin']}"}
                 )
                 assert answer.status_code == 201, answer.text
-        yield UiStack(settings, gateway, keys)
-    finally:
-        try:
-            gateway.stop()
-        finally:
-            stop_all(restate, endpoint)
+        yield UiStack(settings, stack.gateway, keys)
