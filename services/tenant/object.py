@@ -61,11 +61,21 @@ def offer_specs(offer: Offer) -> restate.VirtualObject:
 async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
     spec = _checked(raw, ctx.key())
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
-    versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
-    published = PublishedSpec(ctx.key(), versioned, await _now(ctx))
-    ctx.set(spec_key(spec.kind), SpecVersions((*stored.versions, published)))
+    versions = next_version(stored, ctx.key(), spec, await _now(ctx))
+    ctx.set(spec_key(spec.kind), versions)
+    published = versions.versions[-1]
     send(ctx, PROJECT_SPEC, published, key=ctx.key())
     return published
+
+
+def next_version(stored: SpecVersions, tenant: str, spec: AgentSpec, at: datetime) -> SpecVersions:
+    """A kind's versions with `spec` published after them: versions count from 1."""
+    versioned = msgspec.structs.replace(spec, version=len(stored.versions) + 1)
+    return SpecVersions((*stored.versions, PublishedSpec(tenant, versioned, at)))
+
+
+def latest(stored: SpecVersions | None) -> SpecAnswer:
+    return SpecAnswer(stored.versions[-1].spec if stored and stored.versions else None)
 
 
 def _checked(raw: bytes, tenant: str) -> AgentSpec:
@@ -84,20 +94,23 @@ def _checked(raw: bytes, tenant: str) -> AgentSpec:
 
 @tenant.handler(name=LATEST_SPEC.name, kind="shared")
 async def spec(ctx: restate.ObjectSharedContext, query: SpecQuery) -> SpecAnswer:
-    stored = await ctx.get(spec_key(query.kind), type_hint=SpecVersions)
-    return SpecAnswer(stored.versions[-1].spec if stored and stored.versions else None)
+    return latest(await ctx.get(spec_key(query.kind), type_hint=SpecVersions))
 
 
 @tenant.handler(name=ADD_KEY.name)
 async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
-    if key.tenant != ctx.key():
-        raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
     keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
-    if any(k.id == key.id for k in keys.keys):
-        raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
-    ctx.set(KEYS, Keys((*keys.keys, key)))
+    ctx.set(KEYS, with_key(keys, ctx.key(), key))
     send(ctx, PROJECT_KEY, key, key=ctx.key())
     return key
+
+
+def with_key(keys: Keys, tenant: str, key: ApiKey) -> Keys:
+    if key.tenant != tenant:
+        raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
+    if any(k.id == key.id for k in keys.keys):
+        raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
+    return Keys((*keys.keys, key))
 
 
 @tenant.handler(name=REVOKE_KEY.name)
@@ -106,12 +119,24 @@ async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
     found = [k for k in keys.keys if k.id == ref.id]
     if not found:
         raise restate.TerminalError(f"tenant {ctx.key()} has no key {ref.id!r}", 404)
-    revoked = found[0]
-    if revoked.revoked_at is None:
-        revoked = msgspec.structs.replace(revoked, revoked_at=await _now(ctx))
-        ctx.set(KEYS, Keys(tuple(revoked if k.id == ref.id else k for k in keys.keys)))
+    if found[0].revoked_at is None:
+        keys = without_key(keys, ref, await _now(ctx))
+        ctx.set(KEYS, keys)
+    revoked = next(k for k in keys.keys if k.id == ref.id)
     send(ctx, PROJECT_KEY, revoked, key=ctx.key())
     return revoked
+
+
+def without_key(keys: Keys, ref: KeyRef, at: datetime) -> Keys:
+    """`keys` with the one `ref` names revoked at `at`, unless it already was."""
+    return Keys(
+        tuple(
+            msgspec.structs.replace(k, revoked_at=at)
+            if k.id == ref.id and k.revoked_at is None
+            else k
+            for k in keys.keys
+        )
+    )
 
 
 @tenant.handler(kind="shared", name=KEYS_HANDLER.name)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+import restate
 from fastapi import FastAPI
 
 from schemas.chat import ToolCall
@@ -28,11 +29,12 @@ from schemas.events import (
 )
 from schemas.model import Usage
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, Scope, SpecAnswer
+from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, Scope, SpecVersions
 from services.gateway.app import create_app
 from services.keys import new_key
 from services.projection.store import ProjectionStore
 from services.settings import Settings
+from services.tenant.object import latest, next_version, with_key, without_key
 from tests.gateway.streaming import StreamingTransport
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -72,7 +74,8 @@ class FakeIngress:
     """Restate ingress as the gateway uses it: wake sends, and the Tenant object."""
 
     sent: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
-    published: dict[tuple[str, str], list[AgentSpec]] = field(default_factory=dict)
+    published: dict[tuple[str, str], SpecVersions] = field(default_factory=dict)
+    """Each (tenant, kind)'s versions, as the Tenant object keeps them."""
     stops: list[tuple[str, str | None]] = field(default_factory=list)
     down: bool = False
     keys: dict[str, list[ApiKey]] = field(default_factory=dict)
@@ -101,6 +104,7 @@ class FakeIngress:
         return httpx.Response(200, json={"invocationId": f"inv_{len(self.sent)}"})
 
     def _tenant(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
+        """The Tenant object's own versioning and key handling, without Restate."""
         if handler in ("add_key", "keys", "revoke_key"):
             return self._keys(tenant, handler, body)
         if handler == "offered":
@@ -108,28 +112,33 @@ class FakeIngress:
             return httpx.Response(200, content=msgspec.json.encode(offered))
         if handler == "publish":
             spec = msgspec.json.decode(body, type=AgentSpec)
-            versions = self.published.setdefault((tenant, spec.kind), [])
-            versions.append(msgspec.structs.replace(spec, version=len(versions) + 1))
-            published = PublishedSpec(tenant, versions[-1], T0)
+            where = (tenant, spec.kind)
+            self.published[where] = next_version(
+                self.published.get(where, SpecVersions()), tenant, spec, T0
+            )
+            published = self.published[where].versions[-1]
             return httpx.Response(200, content=msgspec.json.encode(published))
         kind = msgspec.json.decode(body)["kind"]
-        versions = self.published.get((tenant, kind), [])
-        answer = SpecAnswer(versions[-1] if versions else None)
+        answer = latest(self.published.get((tenant, kind)))
         return httpx.Response(200, content=msgspec.json.encode(answer))
 
     def _keys(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
-        held = self.keys.setdefault(tenant, [])
+        held = Keys(tuple(self.keys.get(tenant, ())))
         if handler == "add_key":
-            held.append(msgspec.json.decode(body, type=ApiKey))
+            try:
+                held = with_key(held, tenant, msgspec.json.decode(body, type=ApiKey))
+            except restate.TerminalError as error:
+                return httpx.Response(error.status_code, json={"message": error.message})
+            self.keys[tenant] = list(held.keys)
             return httpx.Response(200, content=body)
         if handler == "keys":
-            return httpx.Response(200, content=msgspec.json.encode(Keys(tuple(held))))
-        wanted = msgspec.json.decode(body, type=KeyRef).id
-        for index, key in enumerate(held):
-            if key.id == wanted:
-                held[index] = msgspec.structs.replace(key, revoked_at=T0)
-                return httpx.Response(200, content=msgspec.json.encode(held[index]))
-        return httpx.Response(404, json={"message": f"tenant {tenant} has no key {wanted!r}"})
+            return httpx.Response(200, content=msgspec.json.encode(held))
+        ref = msgspec.json.decode(body, type=KeyRef)
+        if not any(key.id == ref.id for key in held.keys):
+            return httpx.Response(404, json={"message": f"tenant {tenant} has no key {ref.id!r}"})
+        self.keys[tenant] = list(without_key(held, ref, T0).keys)
+        revoked = next(key for key in self.keys[tenant] if key.id == ref.id)
+        return httpx.Response(200, content=msgspec.json.encode(revoked))
 
 
 @dataclass

@@ -261,7 +261,7 @@ async def test_a_spec_is_published_as_agents_run_it(world: World, tools: object)
     body = {"kind": "policy", "instructions": "x", "tools": tools, "limits": {"max_rounds": 3}}
     response = await world.client.post("/v1/specs", json=body, headers=world.auth("admin"))
     assert response.status_code == 201, response.text
-    spec = world.ingress.published[("acme", "policy")][0]
+    spec = world.ingress.published[("acme", "policy")].versions[0].spec
     assert spec == msgspec.convert({**body, "version": 1}, AgentSpec)
 
 
