@@ -28,6 +28,7 @@ from schemas.sandbox import CommandLimits, LimitName
 
 ROOT = Path("/sys/fs/cgroup")
 REMOVE_SECONDS = 5.0
+STALE_SECONDS = 600.0
 
 
 def _own(controller: str) -> Path | None:
@@ -48,6 +49,17 @@ def _own(controller: str) -> Path | None:
     return None
 
 
+def _sweep(*bases: Path) -> None:
+    """Remove the empty cgroups of commands whose service died before it removed them
+    (a crash, a kill): old enough that none is a command still entering its own."""
+    now = time.time()  # noqa: TID251 - compared with a file's mtime, never journaled
+    for base in bases:
+        for group in base.glob("teaspill-*"):
+            with contextlib.suppress(OSError):
+                if now - group.stat().st_mtime > STALE_SECONDS:
+                    group.rmdir()  # fails while a process is in it
+
+
 @dataclass(frozen=True)
 class Cgroups:
     memory: Path
@@ -60,6 +72,7 @@ class Cgroups:
         memory_base, pids_base = _own("memory"), _own("pids")
         if memory_base is None or pids_base is None:
             return None
+        _sweep(memory_base, pids_base)
         name = f"teaspill-{secrets.token_hex(6)}"
         made = cls(memory_base / name, pids_base / name)
         try:
