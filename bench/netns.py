@@ -50,9 +50,12 @@ class Network:
     outer: str
     target: str
 
-    def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """`argv` in the outer namespace, with this checkout on the path."""
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    def run(
+        self, *argv: str, timeout: float = 60, pythonpath: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`argv` in the outer namespace, with this checkout (or `pythonpath`) on the path."""
+        checkout = pythonpath or Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
         return subprocess.run(
             ["ip", "netns", "exec", self.outer, *argv],
             capture_output=True, text=True, env=env, timeout=timeout, check=False,

@@ -83,8 +83,9 @@ class Cgroups:
             swap = made.memory / "memory.memsw.limit_in_bytes"
             if swap.exists():
                 swap.write_text(limit)
-            # bwrap's own two processes (itself and the sandbox's init) count too.
-            (made.pids / "pids.max").write_text(str(limits.processes + 2))
+            # bwrap's own two processes (itself and the sandbox's init) count too, so a
+            # fork bomb meets this limit before the per-uid rlimit and is ended at once.
+            (made.pids / "pids.max").write_text(str(limits.processes))
         except OSError:
             made.remove()
             return None

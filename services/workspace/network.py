@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import os
 import shutil
+import time
+from pathlib import Path
 
 from schemas.sandbox import Allowed
 
@@ -94,6 +96,7 @@ class Attached:
 async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
     """Firewall the network namespace of `pid`, then give it slirp4netns."""
     nsenter, nft, slirp = programs()
+    await asyncio.to_thread(_loopback_up, pid, time.monotonic() + SETUP_SECONDS)
     setup = await asyncio.create_subprocess_exec(
         nsenter, f"--net=/proc/{pid}/ns/net", nft, "-f", "-",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -125,6 +128,21 @@ async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
             "Commands with network cannot run: slirp4netns did not attach to the sandbox."
         )
     return attached
+
+
+def _loopback_up(pid: int, deadline: float) -> None:
+    """Wait until bwrap has set up the namespace's loopback: changing the namespace while
+    bwrap still talks to it over netlink made bwrap fail ("Failed RTM_NEWADDR")."""
+    table = Path(f"/proc/{pid}/net/fib_trie")
+    while True:
+        try:
+            if "127.0.0.1" in table.read_text():
+                return
+        except FileNotFoundError:
+            return  # bwrap ended: its status says why
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        time.sleep(0.001)
 
 
 def _read_byte(fd: int) -> bytes:

@@ -325,8 +325,9 @@ class _Supervisor:
     def _sample(self) -> LimitName | None:
         """Sum the tree's processes, memory and CPU, and look at the disk's free space; the
         limit passed, if any."""
-        if self._floor is not None and self._floor.reached():
-            return "disk reserve"
+        beside = self._beside()
+        if beside is not None:
+            return beside
         try:
             children = psutil.Process(self._process.pid).children(recursive=True)
         except psutil.Error:
@@ -352,6 +353,14 @@ class _Supervisor:
         self._kill()
         await self._drain()
         await self._process.wait()
+
+    def _beside(self) -> LimitName | None:
+        """What the disk and the kernel say: the reserve reached, or a limit the command's
+        cgroups enforced (a fork refused, a process killed), which ends the whole tree at
+        once."""
+        if self._floor is not None and self._floor.reached():
+            return "disk reserve"
+        return self._cgroups.passed() if self._cgroups is not None else None
 
     def _kill(self) -> None:
         """The whole tree: the processes alive in it now, and bwrap's session (the PID

@@ -8,8 +8,11 @@ interpreter), and a flat list of syscall numbers is easy to read and to test.
 What it refuses, with EPERM: the syscalls that reach the kernel's most exposed parts or
 the host's state (keyrings, eBPF, perf events, ptrace and other processes' memory,
 io_uring, mounting, namespaces, modules, kexec, reboot, swap, clocks, quotas, file
-handles), `clone` with any new-namespace flag, and every x32 syscall; `clone3`, whose flags
-a classic filter cannot read, answers ENOSYS so that the C library falls back to `clone`.
+handles), `clone` with any new-namespace flag, `fallocate` with any mode but the plain
+one (FALLOC_FL_KEEP_SIZE and the range modes allocate or grow past the file size rlimit
+that caps a command's files, so one call could fill the disk), and every x32 syscall;
+`clone3`, whose flags a classic filter cannot read, answers ENOSYS so that the C library
+falls back to `clone`.
 A syscall of another architecture (a 32-bit `int 0x80`) kills the process.
 """
 
@@ -34,6 +37,9 @@ NR, ARCH, ARG0 = 0, 4, 16
 
 CLONE = 56
 CLONE3 = 435
+FALLOCATE = 285
+ARG1 = 24
+"""The low half of the second argument: `fallocate`'s mode."""
 NEW_NAMESPACES = 0x7E020080
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET and NEWTIME."""
 
@@ -78,13 +84,18 @@ def program() -> bytes:
         (JGE, "refuse", 0, X32_BIT),
         (JEQ, "clone3", 0, CLONE3),
         (JEQ, "clone", 0, CLONE),
+        (JEQ, "fallocate", 0, FALLOCATE),
     ]
     code += [(JEQ, "refuse", 0, number) for number in sorted(REFUSED.values())]
     code += [(RET, 0, 0, RET_ALLOW)]
-    labels = {"clone": len(code), "clone3": len(code) + 3, "refuse": len(code) + 4}
+    start = len(code)
+    labels = {"clone": start, "fallocate": start + 3, "clone3": start + 6, "refuse": start + 7}
     code += [
         (LD_ABS, 0, 0, ARG0),
         (JSET, "refuse", 0, NEW_NAMESPACES),
+        (RET, 0, 0, RET_ALLOW),
+        (LD_ABS, 0, 0, ARG1),
+        (JEQ, 0, "refuse", 0),
         (RET, 0, 0, RET_ALLOW),
         (RET, 0, 0, RET_ERRNO | errno.ENOSYS),
         (RET, 0, 0, RET_ERRNO | errno.EPERM),

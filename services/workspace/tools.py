@@ -4,6 +4,7 @@ read, write and list files. Every failure becomes a result the model reads."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,7 +172,11 @@ class WorkspaceHost:
             tmp_bytes=self.tmp_mb * 2**20,
         )
         before = await asyncio.to_thread(files.snapshot, workspace.root)
-        room = max(min(workspace.quota_bytes - sum(e.size for e in before.values()), spare), 1)
+        held = max(
+            sum(e.size for e in before.values()),
+            await asyncio.to_thread(_allocated, workspace.root),
+        )
+        room = max(min(workspace.quota_bytes - held, spare), 1)
         limits = call.settings.limits
         outcome = await run_sandboxed(
             mounts,
@@ -185,7 +190,7 @@ class WorkspaceHost:
         )
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
-        used = sum(entry.size for entry in after.values())
+        used = await _held(workspace.root, after)
         if outcome.limit is None and used > workspace.quota_bytes:
             outcome.limit = "quota"
         status: ToolStatus = "ok" if outcome.exit_code == 0 and outcome.limit is None else "error"
@@ -205,6 +210,24 @@ class WorkspaceHost:
             except FileNotFoundError:
                 continue
         return tuple(kept)
+
+
+async def _held(root: Path, entries: dict[str, files.FileStat]) -> int:
+    """What the workspace holds against its quota: its files' sizes, or the space its
+    files and folders take on disk where that is more."""
+    sizes = sum(entry.size for entry in entries.values())
+    return max(sizes, await asyncio.to_thread(_allocated, root))
+
+
+def _allocated(root: Path) -> int:
+    """The disk space the workspace takes: every file's and folder's allocated blocks, so
+    that folders and preallocated space count against the quota, not only file sizes."""
+    total = 0
+    for folder, dirs, names in os.walk(root):
+        for name in (*dirs, *names):
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512  # noqa: PTH118
+    return total
 
 
 def _describe(outcome: Outcome, limits: CommandLimits, used: int, tmp_mb: int) -> str:

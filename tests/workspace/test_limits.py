@@ -59,7 +59,9 @@ def test_another_agents_command_runs_while_one_forks_without_end(tmp_path: Path)
         def call(agent: str, command: str) -> WorkspaceCall:
             return WorkspaceCall(agent, ToolCall("c1", "run_command", {"command": command}), agent)
 
-        bomb = asyncio.create_task(host.perform(call("acme.bomb", "f(){ f|f& };f"), lambda: False))
+        bomb = asyncio.create_task(
+            host.perform(call("acme.bomb", "f(){ f|f& };f; sleep 5"), lambda: False)
+        )
         started = asyncio.get_running_loop().time()
         other = await host.perform(call("acme.other", "echo still here"), lambda: False)
         took = asyncio.get_running_loop().time() - started
@@ -67,6 +69,30 @@ def test_another_agents_command_runs_while_one_forks_without_end(tmp_path: Path)
 
     bombed, other, took = asyncio.run(both())
     assert "passed its processes limit (64 processes)" in bombed
+    assert float(bombed.split(" after ")[1].split(" s")[0]) < 4  # killed, not its sleep's end
     assert other.startswith("Exit status 0")
     assert "still here" in other
     assert took < 5
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("touch a; fallocate --keep-size -l 50M a", "fallocate failed: Operation not permitted"),
+        ("fallocate -l 50M a", "File size limit exceeded"),
+        ("for i in $(seq 4000); do mkdir d$i; done", "past its quota"),
+    ],
+)
+def test_preallocation_and_folders_count_against_the_quota(
+    tmp_path: Path, command: str, says: str
+) -> None:
+    call = WorkspaceCall(
+        "acme.box",
+        ToolCall("c1", "run_command", {"command": f"{command}; du -sk ."}),
+        "k1",
+        WorkspaceSettings(quota_mb=1),
+    )
+    reply = asyncio.run(WorkspaceHost(tmp_path, "bwrap").perform(call, lambda: False))
+    assert says in reply.result.content
+    used_kb = int(reply.result.content.strip().splitlines()[-1].split()[0])
+    assert used_kb < 20 * 1024
