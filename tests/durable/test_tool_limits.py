@@ -97,7 +97,7 @@ def test_a_power_tower_is_refused_at_once_and_slows_no_other_agent(
     stack: LiveStack, address: str, record_property: Callable[[str, object], None]
 ) -> None:
     tower = calls(*[("calculator", {"expression": TOWER})] * 3)
-    other = f"{address}-other"
+    other = "test.beside-" + address.rsplit("-", 1)[1]  # an address of its own, short
     timed_turn(stack, other, "warm up")
     timed_turn(stack, address, calls(("calculator", {"expression": "1+1"})))
     alone = [timed_turn(stack, other, "alone") for _ in range(5)]
