@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from schemas.events import ContextFolded, Event, ModelMessage, StopRefused, ToolFinished, TurnEnded
+from schemas.events import ContextFolded, Event, ModelMessage, ToolFinished, TurnEnded
 from services.client import until_turn_ends
 from services.executor.scripted import script
 from tests.ui.conftest import CHROMIUM, SCREENSHOTS, UiStack
@@ -97,13 +97,80 @@ def shown_seqs(w: Watched) -> list[int]:
         "rows => rows.map(r => r.dataset.seq)")]  # fmt: skip
 
 
-def test_a_wrong_key_shows_the_401_sentence(ui_stack: UiStack, watched: Watched) -> None:
+def test_a_key_nobody_made_is_said_so_in_a_persons_words(
+    ui_stack: UiStack, watched: Watched
+) -> None:
     watched.page.goto(f"{ui_stack.url}/")
+    expect(watched.page.locator("#make-key")).to_contain_text("teaspill keys create")
     watched.page.locator("#key").fill("tsk_000000000000_" + "x" * 40)
     watched.page.get_by_role("button", name="Open console").click()
-    expect(watched.page.locator("#error")).to_have_text("unknown API key")
+    expect(watched.page.locator("#error")).to_have_text(
+        "This deployment does not know that key: it may have been made for another "
+        "deployment, or mistyped."
+    )
     watched.shot("wrong-key")
     assert all("401" in error for error in watched.errors), watched.errors
+
+
+def test_a_malformed_key_gets_a_sentence_about_the_key(ui_stack: UiStack, watched: Watched) -> None:
+    watched.page.goto(f"{ui_stack.url}/")
+    watched.page.locator("#key").fill("my-password")
+    watched.page.keyboard.press("Enter")
+    banner = watched.page.locator("#error")
+    expect(banner).to_contain_text("That is not a teaspill key: a key is tsk_, then 12 letters")
+    for header_words in ("Authorization", "Bearer", "header"):
+        expect(banner).not_to_contain_text(header_words)
+    watched.shot("malformed-key")
+    assert watched.errors == [], "nothing was sent"
+
+
+def test_a_write_key_starts_a_new_conversation_by_choosing_a_published_kind(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    name = f"newcomer-{next(_names)}"
+    sign_in(watched, ui_stack)
+    watched.page.get_by_role("button", name="New conversation").click()
+    expect(watched.page.locator("#new-name")).to_be_focused()
+    kinds = watched.page.locator("#kind option").all_inner_texts()
+    assert {"calc", "chat", "script"} <= {k.split()[0] for k in kinds}
+    watched.page.locator("#new-name").fill(name)
+    watched.page.locator("#kind").select_option("script")
+    watched.shot("new-conversation")
+    watched.page.get_by_role("button", name="Start").click()
+    address = f"acme.{name}"
+    expect(watched.page.get_by_role("heading", name=address)).to_be_visible()
+    expect(watched.page.locator(".notice")).to_contain_text(f"{address} is new")
+    expect(watched.page.locator("#error")).to_be_hidden()
+    expect(watched.page.locator("#kind")).to_have_value("script")
+    expect(watched.page.locator("#stop")).to_be_hidden()
+    watched.shot("new-agent")
+    watched.page.locator("#message").fill(script({"reply": "Welcome aboard."}))
+    watched.page.get_by_role("button", name="Send").click()
+    expect(row(watched, "ended succeeded")).to_be_visible()
+    expect(row(watched, r"script\s*Welcome aboard\.")).to_be_visible()
+    expect(watched.page.locator(".status")).to_have_text("idle")
+    expect(watched.page.locator("#stop")).to_be_hidden()
+    watched.shot("new-agent-replied")
+    with ui_stack.client() as api:
+        assert api.agent(address).kind == "script"
+    # The browser logs the 404 of the row read that found no agent yet; nothing else.
+    assert watched.errors == [error for error in watched.errors if "404" in error]
+
+
+def test_a_read_key_on_a_missing_agent_gets_no_advice_it_cannot_follow(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    sign_in(watched, ui_stack, "read")
+    expect(watched.page.get_by_role("button", name="New conversation")).to_have_count(0)
+    address = fresh("ghost")
+    open_agent(watched, ui_stack, address)
+    expect(watched.page.locator(".notice")).to_have_text(f"There is no agent {address} yet.")
+    expect(watched.page.locator("#error")).to_be_hidden()
+    for control in ("#kind", "#send", "#message", "#stop"):
+        expect(watched.page.locator(control)).to_have_count(0)
+    page_text = watched.page.locator("main").inner_text()
+    assert "kind" not in page_text.lower()
+    assert watched.errors == [error for error in watched.errors if "404" in error]
 
 
 def test_the_agent_list_shows_the_tenants_agents_and_filters(
@@ -152,8 +219,8 @@ def test_live_text_appears_before_the_final_message(ui_stack: UiStack, watched: 
     address = fresh("chat")
     sign_in(watched, ui_stack)
     open_agent(watched, ui_stack, address)
-    expect(watched.page.locator("#error")).to_contain_text(f"unknown agent {address}")
-    watched.page.locator("#kind").fill("chat")
+    expect(watched.page.locator(".notice")).to_contain_text(f"{address} is new")
+    watched.page.locator("#kind").select_option("chat")
     watched.page.locator("#message").fill("Tell me about the sea.")
     watched.page.evaluate(FIRST_LIVE_TEXT)
     watched.page.keyboard.press("Control+Enter")
@@ -211,13 +278,12 @@ def test_the_stop_button_stops_a_slow_turn(ui_stack: UiStack, watched: Watched) 
     expect(watched.page.locator(".status")).to_have_text("running")
     watched.page.locator("#stop").click()
     expect(row(watched, "ended stopped")).to_be_visible(timeout=30_000)
+    expect(watched.page.locator(".status")).to_have_text("idle")
+    expect(watched.page.locator("#stop")).to_be_hidden()  # nothing runs now: nothing to stop
     watched.shot("stopped")
-    watched.page.locator("#stop").click()  # nothing runs now: the agent says so
-    expect(row(watched, "stop ?refused")).to_be_visible()
     with ui_stack.client() as api:
         events = list(api.events(address))
     assert [e.body.outcome for e in events if isinstance(e.body, TurnEnded)] == ["stopped"]
-    assert [type(e.body) for e in events][-1] is StopRefused
     assert watched.errors == []
 
 

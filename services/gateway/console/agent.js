@@ -1,16 +1,21 @@
 // One agent: its timeline replayed from seq 1 (pages fetched as the view needs them) and
-// followed live, with live text, approvals, stop and a message box.
+// followed live, with live text, approvals, stop and a message box. An agent that does not
+// exist yet gets an invitation instead: its first message, with a published kind, starts it.
 
-import { ApiError, agentPath } from "./api.js";
-import { agentHref, eventBody, h } from "./render.js";
+import { ApiError, agentPath, publishedKinds } from "./api.js";
+import { agentHref, eventBody, h, kindSelect } from "./render.js";
 import { TimelineView } from "./timeline.js";
 
 const PAGE = 200;
+const IN_A_TURN = ["running", "waiting", "parked"];
 
 export class AgentPage {
-  constructor(api, me, address, seq, showError) {
+  constructor(api, me, address, seq, showError, kind = "") {
     this.api = api;
+    this.me = me;
     this.address = address;
+    this.wantedKind = kind;
+    this.kindChoice = null;
     this.canWrite = me.scope !== "read";
     this.showError = showError;
     this.live = new Map();
@@ -41,7 +46,7 @@ export class AgentPage {
     this.liveNode = h("div", { class: "live-area", "aria-live": "polite" });
     const head = h("div", { class: "agent-head" },
       h("h1", {}, this.address), this.statusNode, this.metaNode, this.connNode,
-      this.canWrite ? h("button", { type: "button", class: "danger", id: "stop", onclick: () => this.stop() }, "Stop") : null,
+      this.canWrite ? h("button", { type: "button", class: "danger", id: "stop", hidden: true, onclick: () => this.stop() }, "Stop") : null,
       h("a", { href: "#/" }, "All agents"));
     this.node = h("section", { class: "agent" }, head, this.noticeNode, this.scroller,
       this.canWrite ? this.composer() : null);
@@ -50,8 +55,8 @@ export class AgentPage {
 
   composer() {
     this.input = h("textarea", { id: "message", placeholder: "Message (Ctrl+Enter sends)", "aria-label": "Message" });
-    this.kindInput = h("input", { type: "text", id: "kind", placeholder: "kind (for a new agent)", "aria-label": "Spec kind", size: "14" });
-    const form = h("form", { class: "composer" }, this.input, this.kindInput,
+    this.kindSlot = h("span", { class: "kind-slot" });
+    const form = h("form", { class: "composer" }, this.input, this.kindSlot,
       h("button", { type: "submit", class: "primary", id: "send" }, "Send"));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -92,7 +97,8 @@ export class AgentPage {
       this.showRow(row);
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 404) throw error;
-      this.showError(error.message);
+      await this.invite();
+      return;
     }
     const last = row ? row.last_seq : 0;
     const from = seq ? Math.max(0, seq - 20) : Math.max(0, last - PAGE);
@@ -103,6 +109,33 @@ export class AgentPage {
     if (seq) this.view.scrollToSeq(seq);
     else this.view.scrollToBottom();
     this.startFollow();
+  }
+
+  // The page of an agent nobody has written to: what starts it, for a key that may.
+  async invite() {
+    this.statusNode.textContent = "new";
+    this.statusNode.className = "status new";
+    if (!this.canWrite) {
+      this.noticeNode.textContent = `There is no agent ${this.address} yet.`;
+      return;
+    }
+    let kinds = [];
+    try {
+      kinds = await publishedKinds(this.api);
+    } catch (error) {
+      this.showError(error.message);
+    }
+    if (this.closed) return;
+    if (!kinds.length) {
+      this.noticeNode.replaceChildren(`${this.address} does not exist yet, and a first message needs a published kind; `,
+        `tenant ${this.me.tenant} has none. Whoever runs the deployment publishes one with `,
+        h("code", {}, `teaspill specs publish ${this.me.tenant} <spec file>`), ".");
+      return;
+    }
+    const chosen = kinds.some((k) => k.kind === this.wantedKind) ? this.wantedKind : kinds[0].kind;
+    this.kindChoice = kindSelect(kinds, chosen);
+    this.kindSlot.replaceChildren(this.kindChoice);
+    this.noticeNode.textContent = `${this.address} is new: your first message starts it, running the kind you choose beside Send.`;
   }
 
   startFollow() {
@@ -173,6 +206,8 @@ export class AgentPage {
   showRow(row) {
     this.statusNode.textContent = row.status;
     this.statusNode.className = `status ${row.status}`;
+    const stop = this.node.querySelector("#stop");
+    if (stop) stop.hidden = !IN_A_TURN.includes(row.status);
     this.metaNode.textContent = `${row.kind} v${row.spec_version} · turn ${row.turn} · ${row.last_seq} events`;
   }
 
@@ -224,17 +259,28 @@ export class AgentPage {
     const text = this.input.value.trim();
     if (!text) return;
     const body = { text };
-    if (this.kindInput.value.trim()) body.kind = this.kindInput.value.trim();
+    if (this.kindChoice) body.kind = this.kindChoice.value;
     try {
       await this.api.post(`${agentPath(this.address)}/messages`, body);
       this.input.value = "";
-      this.noticeNode.textContent = "Message sent.";
+      this.noticeNode.textContent = "Message sent; the reply shows here as the agent writes it.";
       this.showError("");
-      if (this.follower && this.follower.failed) this.startFollow();
+      if (this.kindChoice) this.started();
+      else if (this.follower && this.follower.failed) this.startFollow();
       this.view.scrollToBottom();
     } catch (error) {
       this.showError(error.message);
     }
+  }
+
+  // The first message created the agent: follow it from its first event.
+  started() {
+    this.kindChoice = null;
+    this.kindSlot.replaceChildren();
+    this.followFrom = 0;
+    this.statusNode.textContent = "running";
+    this.statusNode.className = "status running";
+    this.startFollow();
   }
 
   async answer(id, approve, note) {

@@ -21,6 +21,11 @@ export function saveKey(key) {
 
 export const agentPath = (address) => `/v1/agents/${encodeURIComponent(address)}`;
 
+// The tenant's published kinds, newest version of each, as the deployment lists them.
+export async function publishedKinds(api) {
+  return (await api.get("/v1/deployment")).kinds;
+}
+
 async function failure(response) {
   let message = `the gateway answered ${response.status}`;
   try {

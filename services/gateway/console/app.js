@@ -4,8 +4,8 @@
 //   #/agents/<address>      one agent
 //   #/agents/<address>/<n>  one agent, at event n
 
-import { Api, ApiError, saveKey, savedKey } from "./api.js";
-import { agentHref, h } from "./render.js";
+import { Api, ApiError, publishedKinds, saveKey, savedKey } from "./api.js";
+import { agentHref, h, kindSelect } from "./render.js";
 import { AgentPage } from "./agent.js";
 
 const main = document.getElementById("main");
@@ -14,6 +14,7 @@ const who = document.getElementById("who");
 const logout = document.getElementById("logout");
 let session = null; // { api, me }
 let page = null; // what is on screen; has close()
+let starting = null; // { address, kind }: chosen in New conversation, for the page it opens
 
 export function showError(message) {
   banner.textContent = message;
@@ -26,12 +27,37 @@ function mount(next) {
   main.replaceChildren(next.node);
 }
 
+const KEY_SHAPE = /^tsk_[a-z0-9]{12}_[A-Za-z0-9_-]{32,64}$/;
+const MAKE_KEY = "teaspill keys create <tenant> --scope write --name <your name>";
+
+// What a person pasted, as a key: surrounding space and a copied "Bearer " go.
+function pastedKey(text) {
+  return text.trim().replace(/^bearer\s+/i, "").trim();
+}
+
+// A sentence about the key the person pasted, never about an HTTP header.
+export function keyProblem(key) {
+  if (!key) return "Paste a key first: it starts with tsk_.";
+  if (KEY_SHAPE.test(key)) return "";
+  const shape = "a key is tsk_, then 12 letters and digits, an underscore, and 32 or more letters, digits, - and _ (tsk_0a1b2c3d4e5f_…). Paste all of it.";
+  if (key.startsWith("tsk_")) return `That key is cut short or has a character no key has: ${shape}`;
+  return `That is not a teaspill key: ${shape}`;
+}
+
+function signInSentence(error) {
+  if (!(error instanceof ApiError) || error.status !== 401) return error.message;
+  if (/revoked/.test(error.message)) return `This key was revoked and works no more: make a new one with \`${MAKE_KEY}\`.`;
+  if (/unknown/.test(error.message)) return "This deployment does not know that key: it may have been made for another deployment, or mistyped.";
+  return error.message;
+}
+
 async function signIn(key) {
   const api = new Api(key);
   const me = await api.get("/v1/me");
   saveKey(key);
   session = { api, me };
-  who.textContent = `tenant ${me.tenant} · ${me.scope} key ${me.key_id}`;
+  const named = me.key_name ? `${me.key_name} (${me.key_id})` : me.key_id;
+  who.textContent = `tenant ${me.tenant} · ${me.scope} key ${named}`;
   logout.hidden = false;
 }
 
@@ -39,17 +65,27 @@ function loginPage(sentence) {
   const input = h("input", { type: "password", id: "key", autocomplete: "off", placeholder: "tsk_…", "aria-label": "API key" });
   const form = h("form", { class: "login" },
     h("h1", {}, "Sign in with an API key"),
+    h("p", {}, "A key looks like ", h("code", {}, "tsk_0a1b2c3d4e5f_…"), " and belongs to one tenant. ",
+      "Whoever runs the deployment makes one with ", h("code", { id: "make-key" }, MAKE_KEY),
+      " (a read key only looks; a write key also talks to agents); it is shown once."),
     h("p", { class: "notice" }, "The key is kept for this browser tab only."),
     input,
     h("button", { type: "submit", class: "primary" }, "Open console"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const key = pastedKey(input.value);
+    const problem = keyProblem(key);
+    if (problem) {
+      showError(problem);
+      input.focus();
+      return;
+    }
     try {
-      await signIn(input.value.trim());
+      await signIn(key);
       showError("");
       route();
     } catch (error) {
-      showError(error.message);
+      showError(signInSentence(error));
       input.focus();
     }
   });
@@ -58,8 +94,52 @@ function loginPage(sentence) {
 }
 
 const STATUSES = ["", "idle", "running", "waiting", "parked"];
+const NAME_SHAPE = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
-function agentsPage(api) {
+// Write keys only: a name and one of the published kinds open the page of an agent that
+// does not exist yet; its first message creates it.
+function newConversation(api, me) {
+  const holder = h("div", { class: "new-conversation" });
+  const open = h("button", { type: "button", class: "primary", id: "new-conversation" }, "New conversation");
+  open.addEventListener("click", async () => {
+    open.disabled = true;
+    try {
+      const kinds = await publishedKinds(api);
+      holder.replaceChildren(kinds.length ? startForm(me, kinds) : h("p", { class: "notice" },
+        `No kind is published for tenant ${me.tenant} yet, and a conversation runs one. Whoever runs the deployment publishes one with `,
+        h("code", {}, `teaspill specs publish ${me.tenant} <spec file>`), "."));
+    } catch (error) {
+      showError(error.message);
+      open.disabled = false;
+    }
+  });
+  holder.append(open);
+  return holder;
+}
+
+function startForm(me, kinds) {
+  const name = h("input", { type: "text", id: "new-name", placeholder: "name, e.g. helper", "aria-label": "Name", autocomplete: "off" });
+  const kind = kindSelect(kinds, kinds[0].kind);
+  const form = h("form", { class: "filters" },
+    h("label", { for: "new-name" }, `${me.tenant}.`), name, kind,
+    h("button", { type: "submit", class: "primary", id: "start" }, "Start"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const wanted = name.value.trim().toLowerCase();
+    if (!NAME_SHAPE.test(wanted)) {
+      showError("A name is 1 to 63 of a-z 0-9 - _, starting with a letter or digit, e.g. helper.");
+      name.focus();
+      return;
+    }
+    showError("");
+    starting = { address: `${me.tenant}.${wanted}`, kind: kind.value };
+    location.hash = agentHref(starting.address);
+  });
+  setTimeout(() => name.focus(), 0);
+  return form;
+}
+
+function agentsPage(api, me) {
   const filter = h("input", { type: "search", id: "filter", placeholder: "Filter by address or kind  ( / )", "aria-label": "Filter agents" });
   const status = h("select", { "aria-label": "Status" }, STATUSES.map((s) => h("option", { value: s }, s || "any status")));
   const body = h("tbody");
@@ -78,7 +158,8 @@ function agentsPage(api) {
       h("td", {}, a.turn),
       h("td", {}, a.last_outcome || "–"),
       h("td", {}, new Date(a.last_activity).toLocaleString()))));
-    note.textContent = rows.length ? `${shown.length} of ${rows.length} agents` : "No agents yet.";
+    const none = me.scope === "read" ? "No agents yet." : "No agents yet: start a conversation with New conversation.";
+    note.textContent = rows.length ? `${shown.length} of ${rows.length} agents` : none;
   };
   const load = async () => {
     try {
@@ -102,6 +183,7 @@ function agentsPage(api) {
   load();
   const node = h("section", {},
     h("h1", {}, "Agents"),
+    me.scope === "read" ? null : newConversation(api, me),
     h("div", { class: "filters" }, filter, status),
     note,
     h("table", { class: "agents" },
@@ -125,7 +207,7 @@ async function route() {
       } catch (error) {
         saveKey("");
         if (!(error instanceof ApiError) || error.status === 401) {
-          mount(loginPage(error.message));
+          mount(loginPage(signInSentence(error)));
           return;
         }
         showError(error.message);
@@ -143,7 +225,9 @@ async function route() {
     return;
   }
   showError("");
-  mount(address ? new AgentPage(session.api, session.me, address, seq, showError) : agentsPage(session.api));
+  const kind = starting && starting.address === address ? starting.kind : "";
+  starting = null;
+  mount(address ? new AgentPage(session.api, session.me, address, seq, showError, kind) : agentsPage(session.api, session.me));
   if (page.focus) page.focus();
 }
 

@@ -20,6 +20,11 @@ export function h(tag, attrs = {}, ...children) {
 
 export const agentHref = (address) => `#/agents/${encodeURIComponent(address)}`;
 
+export function kindSelect(kinds, chosen) {
+  return h("select", { id: "kind", "aria-label": "Kind" },
+    kinds.map((k) => h("option", { value: k.kind, selected: k.kind === chosen }, `${k.kind} (v${k.version}, ${k.model})`)));
+}
+
 const kind = (text) => h("span", { class: "kind" }, text);
 
 export function cut(text, limit = RESULT_CUT) {
