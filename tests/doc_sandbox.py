@@ -1,15 +1,17 @@
 """Where a page's examples run: a temporary home, free ports, and the processes they start.
 
-The docs show the default ports (8000, 8080, 9070, 9080, ...) as a user types them; the
-sandbox rewrites those in each block to the free ports of its own stack, so examples run
-next to any other stack on the machine and still read as the user runs them.
+The sandbox is a user who chose other ports than the defaults: its shell sets the port
+variables (`TEASPILL_GATEWAY_PORT`, ...) and the ports of what a page starts by hand
+(`EXECUTION_PORT`, `NEW_PORT`, `TLS_PORT`), and nothing in a block is rewritten. A page's
+`sh` blocks run one after another in one terminal session: what a block exports (`eval
+"$(teaspill env)"`) the next one has. So an example that names a default port instead of
+taking its address from the variables fails here, as it would for that user.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,7 +24,6 @@ from tests.doc_examples import ROOT, Block
 
 BLOCK_TIMEOUT = 900.0
 """Generous: a block may run several turns of the real model on a busy machine."""
-HOSTS = r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0)"
 FAILURE_SIGNS = ("Traceback (most recent call last)", '{"error":', '{"error" :')
 
 
@@ -31,38 +32,31 @@ class Sandbox:
         self.directory = directory
         self.settings = isolated_settings(directory / "home")
         s = self.settings
-        self.ports = {
-            8000: s.gateway_port,
-            8080: s.ingress_port,
-            9070: s.admin_port,
-            9080: s.endpoint_port,
-            5122: s.node_port,
-            9081: free_port(),  # a second plane, as docs/operations.md runs one
-        }
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("TEASPILL_")}
         self.env = {
             **inherited,
             **settings_env(s),
             **restate_env(s),
+            "EXECUTION_PORT": str(free_port()),  # a second plane, as docs/operations.md runs
+            "NEW_PORT": str(free_port()),  # new code beside the old, as docs/upgrading.md does
+            "TLS_PORT": str(free_port()),  # the TLS proxy of docs/production.md
             "PYTHONPATH": str(ROOT),
         }
+        self.session = directory / "session.sh"
+        """What the page's blocks exported so far, read by the next block."""
         _mirror(ROOT, directory)
         self._started: list[subprocess.Popen[bytes]] = []
         self._count = 0
 
-    def rewrite(self, text: str) -> str:
-        """The block with each documented default port replaced by the sandbox's."""
-
-        def port(match: re.Match[str]) -> str:
-            number = int(match.group("port"))
-            return f"{match.group('head')}{self.ports.get(number, number)}"
-
-        return re.sub(rf"(?P<head>{HOSTS}:|(?<=\s):)(?P<port>\d{{4}})\b", port, text)
-
     def run_shell(self, block: Block) -> str:
-        """Run an `sh` block with bash (-e, pipefail); the output, or an AssertionError
-        that shows the block, its exit and its output."""
-        script = self.rewrite(block.text)
+        """Run an `sh` block with bash (-e, pipefail), in the session the page's blocks
+        before it left; the output, or an AssertionError that shows the block, its exit and
+        its output."""
+        script = (
+            f"[ -f {self.session} ] && . {self.session}\n"
+            f"trap 'export -p > {self.session}' EXIT\n"
+            f"{block.text}"
+        )
         output = self._fresh(".out")
         with output.open("wb") as sink:
             # Output goes to a file: a server a block leaves in the background keeps a pipe
@@ -107,14 +101,13 @@ class Sandbox:
         return path
 
     def write_file(self, block: Block) -> Path:
-        """Write a `python` or `js` block to its file (a file a `sh` block runs gets the
-        sandbox's ports, as that block does); the file's path."""
+        """Write a `python` or `js` block to its file; the file's path."""
         suffix = ".mjs" if block.language == "js" else ".py"
         name = block.file_name or f"example_{block.line}{suffix}"
         path = self.directory / name
         assert not path.exists(), f"{block.where}: {path.name} would overwrite a file"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.rewrite(block.text) if block.run_by_shell() else block.text)
+        path.write_text(block.text)
         return path
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.specs import load_spec
-from tests.doc_examples import RUN, SHOWN, Block, blocks, every_block, pages
+from tests.doc_examples import DEFAULT_PORT, RUN, SHOWN, Block, blocks, every_block, pages
 from tests.doc_sandbox import Sandbox
 
 BLOCKS = every_block()
@@ -93,6 +93,22 @@ def test_js_examples_are_named_run_by_their_page_and_parse(block: Block, tmp_pat
         ["node", "--check", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert checked.returncode == 0, f"{block.where}: {checked.stderr}"
+
+
+def run_by_a_shell(block: Block) -> bool:
+    return block.runs and (block.language == "sh" or block.run_by_shell())
+
+
+SHELLED = [b for b in BLOCKS if run_by_a_shell(b)]
+
+
+@pytest.mark.parametrize("block", SHELLED, ids=ids(SHELLED))
+def test_shell_examples_take_addresses_from_the_variables(block: Block) -> None:
+    """A user on other ports runs them as they stand (the sandbox's shell is that user)."""
+    assert DEFAULT_PORT.search(block.text) is None, (
+        f"{block.where}: use $TEASPILL_GATEWAY_URL, $TEASPILL_INGRESS_URL, $TEASPILL_ADMIN_URL "
+        '(`eval "$(.venv/bin/teaspill env)"`) or a TEASPILL_*_PORT variable'
+    )
 
 
 def shell_pages() -> list[Path]:

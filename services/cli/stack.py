@@ -16,6 +16,7 @@ from services.cli.gateway import Doors
 from services.config import check
 from services.settings import Settings
 from services.stack import Stack, StackError
+from services.stack.gateway import local_url
 
 LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
 run_file = home.run_file
@@ -60,9 +61,9 @@ def up(settings: Settings, spec: AgentSpec | None, args: argparse.Namespace) -> 
     running = start(settings)
     if args.detach:
         print(
-            f"The stack is up; `teaspill send {args.agent} 'hello' --spec "
-            f"{args.spec or 'examples/assistant.toml'}` talks to it and `teaspill down` "
-            "stops it."
+            f"The stack is up, its gateway at {local_url(settings)}; `teaspill send "
+            f"{args.agent} 'hello' --spec {args.spec or 'examples/assistant.toml'}` talks to "
+            "it, `teaspill env` prints its addresses for a shell, and `teaspill down` stops it."
         )
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
