@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 SAMPLE_SECONDS = 0.05
+INODE_RESERVE = 10_000
+FLOOR_SECONDS = 0.002
 KEEP_BYTES = 64_000
 """Output kept for the result; the rest is counted, not kept."""
 OUT_OF_MEMORY = (b"MemoryError", b"Cannot allocate memory", b"out of memory", b"bad_alloc")
@@ -58,8 +60,9 @@ CANNOT_FORK = (b"Cannot fork", b"fork: Resource temporarily unavailable", b"fork
 
 @dataclass(frozen=True)
 class DiskFloor:
-    """The disk that holds the workspaces, and the free bytes it keeps: a command that
-    brings it below is killed."""
+    """The disk that holds the workspaces, and the free bytes it keeps (and free inodes: 1%
+    of them, at least INODE_RESERVE, so that a loop of empty files cannot exhaust them): a
+    command that brings it below is killed."""
 
     path: Path
     reserve_bytes: int
@@ -67,8 +70,17 @@ class DiskFloor:
     def free(self) -> int:
         return shutil.disk_usage(self.path).free
 
+    def short(self) -> str:
+        """What the disk is short of, or empty."""
+        disk = os.statvfs(self.path)
+        if disk.f_bavail * disk.f_frsize <= self.reserve_bytes:
+            return f"{disk.f_bavail * disk.f_frsize // 2**20} MB free"
+        if disk.f_files and disk.f_favail <= max(INODE_RESERVE, disk.f_files // 100):
+            return f"{disk.f_favail} inodes free"
+        return ""
+
     def reached(self) -> bool:
-        return self.free() <= self.reserve_bytes
+        return bool(self.short())
 
 
 @dataclass
@@ -263,9 +275,13 @@ class _Supervisor:
     async def run(self) -> Outcome:
         started = time.monotonic()
         reader = asyncio.create_task(self._read())
+        guard = asyncio.create_task(self._guard_floor())
         try:
             await self._watch(started + self._limits.wall_seconds, reader)
         finally:
+            guard.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await guard
             self._kill()
             with contextlib.suppress(asyncio.CancelledError):
                 reader.cancel()
@@ -296,6 +312,17 @@ class _Supervisor:
             if self._outcome.output_bytes > self._limits.output_bytes:
                 self._outcome.limit = "output"
                 return
+
+    async def _guard_floor(self) -> None:
+        """The disk's free space, read far more often than the tree is sampled (a statvfs
+        is a microsecond): a command writing fast passes the reserve by what it writes in
+        FLOOR_SECONDS, not in a whole sample."""
+        if self._floor is None:
+            return
+        while not self._floor.reached():  # noqa: ASYNC110 - free space has no event to wait on
+            await asyncio.sleep(FLOOR_SECONDS)
+        self._outcome.limit = self._outcome.limit or "disk reserve"
+        self._kill()
 
     async def _watch(self, deadline: float, reader: asyncio.Task[None]) -> None:
         while not await self._settled(reader):
@@ -355,11 +382,8 @@ class _Supervisor:
         await self._process.wait()
 
     def _beside(self) -> LimitName | None:
-        """What the disk and the kernel say: the reserve reached, or a limit the command's
-        cgroups enforced (a fork refused, a process killed), which ends the whole tree at
-        once."""
-        if self._floor is not None and self._floor.reached():
-            return "disk reserve"
+        """A limit the command's cgroups enforced (a fork refused, a process killed), which
+        ends the whole tree at once."""
         return self._cgroups.passed() if self._cgroups is not None else None
 
     def _kill(self) -> None:

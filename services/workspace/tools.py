@@ -157,13 +157,14 @@ class WorkspaceHost:
     ) -> WorkspaceReply:
         bwrap = find_bwrap(self.bwrap)
         floor = DiskFloor(self.home, self.reserve_mb * 2**20)
-        spare = floor.free() - floor.reserve_bytes
-        if spare <= 0:
+        short = floor.short()
+        if short:
             raise WorkspaceError(
                 f"Commands are refused for now: the disk that holds the workspaces has "
-                f"{floor.free() // 2**20} MB free, at or below the {self.reserve_mb} MB it "
-                "keeps in reserve (TEASPILL_DISK_RESERVE_MB). Remove files to make room."
+                f"{short}, at or below what it keeps in reserve ({self.reserve_mb} MB, "
+                "TEASPILL_DISK_RESERVE_MB, and 1% of its inodes). Remove files to make room."
             )
+        spare = floor.free() - floor.reserve_bytes
         mounts = Mounts(
             workspace.root,
             workspace.uid,

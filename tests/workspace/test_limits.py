@@ -4,7 +4,10 @@ the disk holding the home keeps its reserve."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,20 +39,40 @@ def test_filling_tmp_stops_at_its_size_with_a_sentence(tmp_path: Path, where: st
     assert used_kb <= 8 * 1024
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A disk of the test's own: a tmpfs of 256 MB and 12,000 inodes (root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    options = "size=256m,nr_inodes=12000,mode=0755"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
 def test_a_command_filling_the_disk_stops_at_the_reserve_and_later_ones_are_refused(
-    tmp_path: Path,
+    small_disk: Path,
 ) -> None:
-    free_mb = shutil.disk_usage(tmp_path).free // 2**20
-    host = WorkspaceHost(tmp_path, "bwrap", reserve_mb=free_mb - 48)
+    host = WorkspaceHost(small_disk, "bwrap", reserve_mb=128)
     said = run(host, FILL.format(where="."))
     assert said.startswith("Killed with its whole process tree")
     assert "passed its disk reserve limit" in said
+    assert shutil.disk_usage(small_disk).free > 100 * 2**20
     refused = run(host, "echo ran > ran.txt", key="k2")
     assert refused.startswith("Commands are refused for now: the disk that holds the workspaces")
     assert "TEASPILL_DISK_RESERVE_MB" in refused
-    assert not list(tmp_path.rglob("ran.txt"))
-    shutil.rmtree(tmp_path / "workspaces")
-    assert shutil.disk_usage(tmp_path).free // 2**20 > free_mb - 48
+    assert not list(small_disk.rglob("ran.txt"))
+
+
+def test_a_command_making_files_without_end_stops_at_the_inode_reserve(small_disk: Path) -> None:
+    host = WorkspaceHost(small_disk, "bwrap", reserve_mb=1)
+    said = run(host, "i=0; while touch f$i; do i=$((i+1)); done")
+    assert "passed its disk reserve limit" in said
+    assert os.statvfs(small_disk).f_favail > 9_000
+    refused = run(host, "echo ran > ran.txt", key="k2")
+    assert "inodes free, at or below what it keeps in reserve" in refused
 
 
 def test_another_agents_command_runs_while_one_forks_without_end(tmp_path: Path) -> None:
