@@ -295,3 +295,43 @@ def test_a_child_has_its_own_workspace_and_reads_a_lent_one(live: Live) -> None:
     assert (live.workspace(parent) / "plan.txt").read_text() == "P"
     assert (live.workspace(child) / "own.txt").read_text() == "mine\n"
     assert not (live.workspace(parent) / "own.txt").exists()
+
+
+FILL_TMP = "i=0; while head -c 4000000 /dev/zero > /tmp/f$i; do i=$((i+1)); done; du -sk /tmp"
+
+
+def test_commands_past_the_kernel_limits_are_stopped_and_another_agents_turn_goes_on(
+    live: Live,
+) -> None:
+    address, other = "acme.hog", "acme.bystander"
+    spec = msgspec.structs.replace(
+        SPEC,
+        workspace=WorkspaceSettings(
+            quota_mb=16, limits=msgspec.structs.replace(LIMITS, wall_seconds=20)
+        ),
+    )
+    text = calls(
+        ("run_command", {"command": "f(){ f|f& };f; sleep 15"}),
+        # Under the address-space rlimit (512 MB), over the memory cgroup's 128 MB.
+        ("run_command", {"command": "python3 -c 'b = bytearray(400 * 2**20)'; sleep 15"}),
+        ("run_command", {"command": FILL_TMP}),
+        ("run_command", {"command": "head -c 200000000 /dev/zero > big"}),
+    )
+    started = time.monotonic()
+    live.ingress.send_wake(address, Message(text, spec=spec))
+    live.ingress.send_wake(
+        other, Message(calls(("run_command", {"command": "echo here"})), spec=spec)
+    )
+    assert live.turn_end(other).outcome == "succeeded"
+    bystander = time.monotonic() - started
+    live.turn_end(address)
+    results = [r.content for r in live.results(address)]
+    assert "passed its processes limit (32 processes)" in results[0]
+    assert "passed its memory limit (128 MB)" in results[1]
+    assert "/tmp and /dev/shm hold 64 MB each" in results[2]
+    assert int(results[2].strip().splitlines()[-1].split()[0]) <= 64 * 1024
+    assert "past its quota" in results[3] or "File size limit exceeded" in results[3]
+    for content in results[:2]:
+        assert float(content.split(" after ")[1].split(" s")[0]) < 10  # not the sleep's end
+    assert "here" in live.results(other)[0].content
+    assert bystander < 15
