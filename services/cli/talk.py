@@ -190,7 +190,15 @@ def approve(client: Client, address: str, request_id: str, *, deny: bool, note: 
     """One-way: the gateway answers 202 once Restate holds the answer."""
     require_agent(client, address)
     answer = client.deny if deny else client.approve
-    answer(address, request_id, note)
+    try:
+        answer(address, request_id, note)
+    except ApiError as error:
+        if error.status != HTTPStatus.NOT_FOUND:
+            raise
+        raise NotThereError(
+            f"{address} asked no approval {request_id}: `teaspill tail {address}` shows the "
+            "approvals it asked for (asks approval <id> ...)."
+        ) from error
     verdict = "denial" if deny else "approval"
     print(f"Accepted: Restate holds your {verdict} of {request_id}. {_APPLIED.format(address)}")
     return 0

@@ -109,6 +109,9 @@ def test_a_fallback_is_shown_by_send_timeline_and_by_tail(
     assert tail.returncode == 0, tail.stderr
     assert "Traceback" not in tail.stdout + tail.stderr
     assert "faraway failed, the round starts again on script" in tail.stdout
+    unasked = teaspill(env, "approve", "acme.fb", "t1r1-call_9")
+    assert unasked.returncode == 1
+    assert "`teaspill tail acme.fb` shows the approvals it asked for" in unasked.stderr
 
 
 def test_a_missing_agent_is_not_shown_as_idle(started: tuple[dict[str, str], Path]) -> None:
