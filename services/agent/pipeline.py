@@ -13,13 +13,11 @@ Pure: the driver hands in the journaled time and the ledger, and keeps what come
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
-import jsonschema_rs
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
@@ -89,32 +87,23 @@ class Pipeline:
             tool = self._tools.get(name)
             if tool is None:
                 return None
-            checker = _checker(msgspec.json.encode(tool.parameters, order="sorted"))
+            checker = ArgumentChecker(tool.parameters)
             self._checkers[name] = checker
         return checker
 
 
 class ArgumentChecker:
-    """A tool's JSON Schema, checked two ways. jsonschema-rs (compiled, about 0.3 µs a
-    call against 7 to 12 for jsonschema) says whether the arguments fit; only when it
-    says they do not does jsonschema decide, and write the sentence (its best match of
-    the errors). A schema jsonschema-rs cannot compile is checked by jsonschema alone."""
+    """A tool's JSON Schema (formats unchecked, no schema fetched); a call's arguments that
+    do not fit get the sentence of jsonschema's best match of the errors."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self._full: jsonschema.protocols.Validator = jsonschema.validators.validator_for(schema)(
+        self._validator: jsonschema.protocols.Validator = jsonschema.validators.validator_for(
             schema
-        )
-        self._fast: jsonschema_rs.Validator | None
-        try:  # formats unchecked and no schema fetched, as jsonschema does here
-            self._fast = jsonschema_rs.validator_for(schema, validate_formats=False, offline=True)
-        except (ValueError, jsonschema_rs.ReferencingError):
-            self._fast = None
+        )(schema)
 
     def problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """A sentence if `arguments` do not fit, else None."""
-        if self._fast is not None and self._fast.is_valid(arguments):
-            return None
-        error = jsonschema.exceptions.best_match(self._full.iter_errors(arguments))
+        error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is None:
             return None
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
@@ -136,22 +125,6 @@ def check_time(turn: TurnState, spent: float) -> None:
         )
 
 
-@functools.cache
-def _checker(schema_json: bytes) -> ArgumentChecker:
-    """Built once per schema: checking the schema itself on every call costs more than
-    the call's own check."""
-    return ArgumentChecker(msgspec.json.decode(schema_json))
-
-
 def _today(ledger: Ledger, now: float) -> Ledger:
-    day = _day(int(now // 86_400))
+    day = datetime.fromtimestamp(now, UTC).date().isoformat()
     return ledger if ledger.day == day else Ledger(day=day)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC).date()
-
-
-@functools.lru_cache(maxsize=4)
-def _day(days: int) -> str:
-    """The UTC date `days` days after the epoch (a model step asks for it every round)."""
-    return (_EPOCH + timedelta(days=days)).isoformat()

@@ -1,5 +1,5 @@
-"""The check of a tool call's arguments: jsonschema-rs says whether they fit, jsonschema
-decides when it says they do not, and writes the sentence."""
+"""The check of a tool call's arguments against the tool's JSON Schema, and the sentence
+the model gets when they do not fit."""
 
 from __future__ import annotations
 
@@ -69,17 +69,17 @@ def test_arguments_that_do_not_fit_get_jsonschemas_sentence() -> None:
 
 @pytest.mark.parametrize("schema", SCHEMAS)
 def test_the_verdict_is_jsonschemas(schema: dict[str, Any]) -> None:
-    """Both validators agree on these schemas and arguments (a format is not checked, as
-    jsonschema does not check it without a format checker)."""
+    """The checker's verdict is jsonschema's on these schemas and arguments (a format is
+    not checked, as jsonschema does not check it without a format checker)."""
     checker = ArgumentChecker(schema)
     reference = jsonschema.validators.validator_for(schema)(schema)
     for instance in INSTANCES:
         assert (checker.problem("tool", instance) is None) == reference.is_valid(instance), instance
 
 
-def test_a_schema_jsonschema_rs_cannot_compile_is_checked_by_jsonschema_alone() -> None:
-    """`\\Z` is Python's end of text, not an ECMA-262 escape: jsonschema-rs refuses the
-    pattern, jsonschema (Python's `re`) takes it."""
+def test_a_pattern_is_read_as_python_reads_it() -> None:
+    """`\\Z` is Python's end of text, not an ECMA-262 escape: the pattern is taken as
+    Python's `re` reads it."""
     schema = {"type": "object", "properties": {"word": {"type": "string", "pattern": "^a+\\Z"}}}
     checker = ArgumentChecker(schema)
     assert checker.problem("tool", {"word": "aaa"}) is None
