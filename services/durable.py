@@ -28,23 +28,11 @@ CANCELLED = 409
 """The status of the TerminalError Restate raises in a cancelled invocation."""
 
 
-_OPTIONS: dict[tuple[type, int | None], restate.RunOptions[Any]] = {}
-
-
 def step_options(type_: type[T], max_attempts: int | None = None) -> restate.RunOptions[T]:
-    """A step's options, made once per result type and attempts, with the SDK's msgspec
-    serde for the result. Given a serde, the SDK uses the options as they are; given its
-    default serde, it copies them and works the type out again at every step (about 4 µs
-    a step, and a wake's round takes two steps). The msgspec serde writes a struct's bytes
-    as the default serde does, a float as the same number (an exponent perhaps written
-    otherwise), and each reads what the other wrote, so a journal replays whichever wrote
-    it."""
-    key = (type_, max_attempts)
-    options = _OPTIONS.get(key)
-    if options is None:
-        serde: restate.serde.Serde[T] = restate.serde.MsgspecJsonSerde(type_)  # type: ignore[no-untyped-call]
-        options = _OPTIONS[key] = restate.RunOptions(serde=serde, max_attempts=max_attempts)
-    return options
+    """A step's options, with the SDK's msgspec serde for the result: it writes a struct's
+    bytes as the SDK's default serde does, and each reads what the other wrote."""
+    serde: restate.serde.Serde[T] = restate.serde.MsgspecJsonSerde(type_)  # type: ignore[no-untyped-call]
+    return restate.RunOptions(serde=serde, max_attempts=max_attempts)
 
 
 class StepRefusedError(Exception):

@@ -18,7 +18,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import msgspec
 
@@ -52,14 +52,6 @@ FOLDS_HEADER = (
 
 def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@lru_cache(maxsize=256)
-def _folds_fingerprint(fixed: str, folds: str) -> str:
-    """Asked every round; both texts change only at a fold. The fixed text is the same
-    object all turn (its hash is kept); the folds' text is built again each round, and
-    hashing it costs far less than a sha256 of both."""
-    return fingerprint(fixed + "\n" + folds)
 
 
 def window_of(spec: AgentSpec, state: ContextState) -> int:
@@ -264,7 +256,7 @@ class Layers(msgspec.Struct, frozen=True):
 
     @property
     def folds_fingerprint(self) -> str:
-        return _folds_fingerprint(self.fixed.text, self.folds.content if self.folds else "")
+        return fingerprint(self.fixed.text + "\n" + (self.folds.content if self.folds else ""))
 
     def chars(self) -> int:
         fixed = self.fixed.chars
@@ -287,9 +279,7 @@ class Budget:
         return _budget(window_of(spec, state), limits.max_tokens, limits.fold_at, limits.fold_to)
 
 
-@lru_cache(maxsize=256)
 def _budget(window: int, max_tokens: int, fold_at: float, fold_to: float) -> Budget:
-    """Asked twice a round with the same few numbers: worked out once for each."""
     prompt = max(window - max_tokens, 1)
     return Budget(window, prompt, int(prompt * fold_at), int(prompt * fold_to))
 

@@ -9,7 +9,6 @@ leave the same row as recomputing it from every event.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
@@ -110,7 +109,6 @@ class _Fold:
         )
 
 
-@functools.lru_cache(maxsize=4096)
 def _tenant(address: str) -> str:
     return parse_address(address).tenant
 
