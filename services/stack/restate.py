@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 
 from services.settings import Settings
-from services.stack.identity import private_key_file
 from services.stack.process import Part, StackError, answers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +56,10 @@ def _executable(path: Path) -> bool:
 def restate_env(settings: Settings) -> dict[str, str]:
     """Per-run overrides of restate.toml (environment variables win over the file); the
     request identity key is made in the home when it is missing."""
+    # Imported here, so that `python -m services.stack.identity` runs a module the package
+    # has not imported already.
+    from services.stack.identity import private_key_file  # noqa: PLC0415
+
     return {
         "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE": str(
             private_key_file(settings.home)
