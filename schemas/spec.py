@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import msgspec
@@ -91,6 +92,27 @@ def grants(spec: AgentSpec) -> dict[str, Policy]:
     if isinstance(spec.tools, dict):
         return dict(spec.tools)
     return dict.fromkeys(spec.tools, "allow")
+
+
+ALL_OF = "/*"
+"""A grant ending in it (`mcp:time/*`) grants every tool whose name starts with what is
+before it; a tool's own grant wins over it."""
+
+
+def granted(spec: AgentSpec, known: Iterable[str]) -> dict[str, Policy]:
+    """The tools among `known` the spec grants, with their policy."""
+    own = grants(spec)
+    wide = {name[: -len(ALL_OF)] + "/": p for name, p in own.items() if name.endswith(ALL_OF)}
+    found: dict[str, Policy] = {}
+    for name in known:
+        if name in own:
+            found[name] = own[name]
+            continue
+        for prefix, policy in wide.items():
+            if name.startswith(prefix):
+                found[name] = policy
+                break
+    return found
 
 
 def narrowed(parent: AgentSpec, wanted: list[str] | None) -> AgentSpec:

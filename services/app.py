@@ -25,6 +25,8 @@ from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
+from services.mcp.config import load_servers
+from services.mcp.hub import McpHub
 from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
@@ -59,7 +61,9 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     offer = deployment_offer(config)
     ledger = RestateLedger(config.ingress_url)
     closers.append(lambda: asyncio.to_thread(ledger.close))
-    tools = load_tools(config.home, config.tool_modules, ledger, config.tool_deadline_seconds)
+    deadline = config.tool_deadline_seconds
+    hub = McpHub(load_servers(config.mcp_servers_file), ledger, deadline)
+    tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub)
     services += [
         agent_object(tools, projection, load_observers(config.observer_modules), model, offer),
         offer_specs(offer),

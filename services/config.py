@@ -8,6 +8,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from services.mcp.config import load_servers
 from services.settings import ConfigError, Settings
 
 PLUGINS = (
@@ -61,3 +62,5 @@ def check(settings: Settings, *, control: bool = True, execution: bool = True) -
             plugin(module, attribute, f"TEASPILL_{field.upper()}")
     if execution:
         model_file(settings)
+    if control:
+        load_servers(settings.mcp_servers_file)

@@ -8,6 +8,7 @@ import importlib
 from schemas.sandbox import Ceilings, SandboxPolicy
 from schemas.workspace import WORKSPACE_TOOL_NAMES
 from services.executor.registry import default_models
+from services.mcp.config import load_servers
 from services.settings import Settings
 from services.specs import Offer
 from services.tools.builtin import BUILTIN_TOOLS
@@ -18,11 +19,13 @@ def deployment_offer(settings: Settings) -> Offer:
     for name in settings.tool_modules:
         tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
     models = default_models(settings, settings.model_modules)
+    servers = load_servers(settings.mcp_servers_file)
     return Offer(
         models=tuple(sorted(models.names())),
         tools=tuple(sorted(tools)),
         problem=models.problem or "",
         sandbox=sandbox_policy(settings),
+        mcp={name: server.tenants for name, server in servers.items()},
     )
 
 

@@ -130,6 +130,11 @@ class Settings(BaseSettings):
         default=None,
         description="TOML file naming OpenAI-compatible model servers (docs/models.md).",
     )
+    mcp_servers_file: Path | None = Field(
+        default=None,
+        description="TOML file naming the MCP servers whose tools specs may grant "
+        "(`mcp:SERVER/TOOL`), how to reach each and which tenants may use it (docs/mcp.md).",
+    )
     scripted_model: bool = Field(
         default=False, description="Offer the scripted fake model `script` (tests and demos)."
     )

@@ -16,12 +16,14 @@ import difflib
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.sandbox import SandboxPolicy, workspace_refusal
 from schemas.spec import (
     KIND_PATTERN,
@@ -73,6 +75,10 @@ class Offer:
     """Why some models are missing (a models file that cannot be used), or empty."""
     sandbox: SandboxPolicy = dataclasses.field(default_factory=SandboxPolicy)
     """Who may have the network in a workspace, and the ceilings on its limits."""
+    mcp: Mapping[str, frozenset[str] | None] | None = None
+    """The operator's MCP servers, each with the tenants that may use it (None: all); None
+    where they are not known (a client checking before it sends): MCP grants are then
+    checked by the deployment alone."""
 
 
 def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
@@ -151,6 +157,7 @@ def _check(
         _limits_in_bounds(msgspec.structs.asdict(spec.limits), problems)
     if offer is not None:
         _offered(spec, offer, problems)
+        _mcp_grants(spec, offer, tenant, problems)
         refused = workspace_refusal(spec.workspace, tenant, offer.sandbox) if tenant else ""
         if refused:
             problems.add(refused, "workspace")
@@ -191,8 +198,37 @@ def _offered(spec: AgentSpec, offer: Offer, problems: _Problems) -> None:
             absent = _absent(field, "model", name, offer.models)
             problems.add(f"{absent} {offer.problem}".rstrip(), field)
     for name in grants(spec):
-        if name not in offer.tools:
+        if name not in offer.tools and not name.startswith(MCP_PREFIX):
             problems.add(_absent("tools", "tool", name, offer.tools), "tools")
+
+
+def _mcp_grants(spec: AgentSpec, offer: Offer, tenant: str | None, problems: _Problems) -> None:
+    """An MCP grant names a configured server its tenant may use; its tools are not known
+    until a turn lists them, so only the server is checked."""
+    if offer.mcp is None:
+        return
+    for name in grants(spec):
+        if not name.startswith(MCP_PREFIX):
+            continue
+        server, slash, tool = name[len(MCP_PREFIX) :].partition("/")
+        if not slash or not server or not tool:
+            problems.add(
+                f"field 'tools': {name!r} is not an MCP grant; write mcp:SERVER/TOOL for one "
+                "tool or mcp:SERVER/* for all of a server's tools.",
+                "tools",
+            )
+        elif server not in offer.mcp:
+            problems.add(_absent("tools", "MCP server", server, tuple(sorted(offer.mcp))), "tools")
+        elif (
+            tenant is not None
+            and (allowed := offer.mcp[server]) is not None
+            and tenant not in allowed
+        ):
+            problems.add(
+                f"field 'tools': the tenant {tenant} may not use the MCP server {server!r}; the "
+                "operator's servers file names the tenants that may.",
+                "tools",
+            )
 
 
 def _absent(field: str, what: str, name: str, offered: tuple[str, ...]) -> str:

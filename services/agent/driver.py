@@ -59,7 +59,10 @@ from schemas.harness import (
     TurnState,
     Wait,
 )
+from schemas.mcp import PREFIX as MCP_PREFIX
+from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
+from schemas.spec import grants
 from schemas.state import AgentRecord, TimelineMark
 from schemas.tenant import SpecQuery
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
@@ -112,6 +115,8 @@ class Driver:
     """The wake's events (made once the record is read)."""
     _books: Books
     """The bookkeeping of the turn being driven (made when a drive begins)."""
+    _catalog: McpCatalog = McpCatalog()
+    """The MCP tools the turn being driven sees (listed when the drive begins)."""
 
     def __init__(
         self,
@@ -215,7 +220,11 @@ class Driver:
         cancellation) ends it as the books left it."""
         self._store.set_running(self._ctx.request().id)
         recent = await self._store.recent(record.context)
-        given = TurnInput(self._address, turn, recent, definitions(self._tools), record.context)
+        self._catalog = await self._mcp_catalog(turn)
+        tools = (*definitions(self._tools), *(tool.definition for tool in self._catalog.tools))
+        if self._catalog.tools:
+            self._pipeline = Pipeline(tools)
+        given = TurnInput(self._address, turn, recent, tools, record.context)
         self._books = Books(turn, record.ledger, record.context, self._clock.now)
         harness = run_turn(given)
         command = next(harness)
@@ -236,6 +245,20 @@ class Driver:
                 final = msgspec.structs.replace(stop.value, usage=books.turn.usage)
                 spent = books.spent(self._clock, final)
                 return TurnRan(spent, _ending(command), books.ledger, books.context)
+
+    async def _mcp_catalog(self, turn: TurnState) -> McpCatalog:
+        """The tools of the MCP servers the spec grants, listed once per wake in one
+        journaled step (so a replay shows the model the same tools). Whether the step is
+        taken depends on the spec alone, which the journal holds."""
+        names = tuple(name for name in grants(turn.spec) if name.startswith(MCP_PREFIX))
+        if not names:
+            return McpCatalog()
+        tenant = parse_address(self._address).tenant
+        hub = self._tools.mcp
+        list_ = hub.catalog if hub is not None else _no_catalog
+        return await self._ctx.run_typed(
+            "mcp catalog", list_, step_options(McpCatalog), tenant, names
+        )
 
     async def _read_clock(self) -> float:
         """The latest known time, reading the clock only if no step gave one yet."""
@@ -308,6 +331,17 @@ class Driver:
         if call_.name in WORKSPACE_TOOL_NAMES:
             await self._flush()  # a command changes the world: show it before it runs
             result, written = await self._workspace(command)
+        elif (hub := self._tools.mcp) and (tool := self._found_mcp(call_.name)):
+            if not tool.read_only:
+                await self._flush()
+            result = await self._ctx.run_typed(
+                f"tool {call_.name} {call_.id}",
+                hub.run,
+                step_options(ToolResult),
+                call_,
+                command.idempotency_key,
+                tool,
+            )
         else:
             if self._tools.has_effects(call_.name):
                 await self._flush()
@@ -326,6 +360,9 @@ class Driver:
         self._add(finished, *written, at=result.finished or None)
         self._timeline.show()
         return result
+
+    def _found_mcp(self, name: str) -> McpTool | None:
+        return self._catalog.find(name) if name.startswith(MCP_PREFIX) else None
 
     async def _workspace(self, command: CallTool) -> tuple[ToolResult, tuple[ArtifactWritten, ...]]:
         """A workspace tool: a durable call to the execution plane, never a step here."""
@@ -410,6 +447,10 @@ def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
     if isinstance(error, BudgetExceededError):
         return str(error)
     return f"The model step failed: {error.message}"
+
+
+def _no_catalog(tenant: str, names: tuple[str, ...]) -> McpCatalog:
+    return McpCatalog(problems=("This deployment has no MCP servers configured.",))
 
 
 async def _now() -> float:

@@ -40,7 +40,7 @@ from schemas.harness import (
     Wait,
 )
 from schemas.model import ModelReply, ModelRequest
-from schemas.spec import Policy, grants, narrowed
+from schemas.spec import Policy, granted, grants, narrowed
 from schemas.wake import ChildReport
 from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
 from services.harness.context import (
@@ -303,12 +303,8 @@ def _refusal(call: ToolCall, granted: dict[str, Policy]) -> str:
 def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
     """The tools the model may call (`allow` or `ask`), by name. Denied tools and tools
     the registry does not know are left out: the model is never shown them."""
-    known = {tool.name for tool in given.tools}
-    shown: dict[str, Policy] = {
-        name: policy
-        for name, policy in grants(turn.spec).items()
-        if policy != "deny" and name in known
-    }
+    known = (tool.name for tool in given.tools)
+    shown: dict[str, Policy] = {n: p for n, p in granted(turn.spec, known).items() if p != "deny"}
     if turn.spec.can_spawn:
         shown.update(dict.fromkeys((SPAWN, WAIT), "allow"))
     if grants(turn.spec).get(RECALL) != "deny":

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -17,6 +18,9 @@ from services.effects.ledger import EffectLedger
 from services.tools.base import Tool, ToolContext, ToolError, capped
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.deadline import DEFAULT_SECONDS, OutcomeUnknownError, WithDeadline
+
+if TYPE_CHECKING:
+    from services.mcp.hub import McpHub
 
 UNKNOWN_OUTCOME = (
     "The process running this tool stopped before the tool finished, so it may or may not "
@@ -37,12 +41,20 @@ def crashed(name: str) -> str:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool], home: Path, ledger: EffectLedger) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        home: Path,
+        ledger: EffectLedger,
+        mcp: McpHub | None = None,
+    ) -> None:
         """`ledger` makes each call of a tool with `effects` happen at most once per
-        idempotency key (`services/effects`)."""
+        idempotency key (`services/effects`); `mcp` lists and calls the operator's MCP
+        servers' tools, which each turn finds anew (`services/mcp`)."""
         self._tools = {tool.definition.name: tool for tool in tools}
         self._home = home
         self._ledger = ledger
+        self.mcp = mcp
 
     def definitions(self) -> tuple[ToolDefinition, ...]:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
@@ -93,11 +105,15 @@ def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
 
 
 def load_tools(
-    home: Path, modules: Iterable[str], ledger: EffectLedger, deadline: float = DEFAULT_SECONDS
+    home: Path,
+    modules: Iterable[str],
+    ledger: EffectLedger,
+    deadline: float = DEFAULT_SECONDS,
+    mcp: McpHub | None = None,
 ) -> ToolRegistry:
     """The built-in tools plus the `TOOLS` list of each named module, each call failing
-    with a sentence after `deadline` seconds."""
+    with a sentence after `deadline` seconds; `mcp`, the operator's MCP servers."""
     tools: list[Tool] = list(BUILTIN_TOOLS)
     for name in modules:
         tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
-    return ToolRegistry([WithDeadline(tool, deadline) for tool in tools], home, ledger)
+    return ToolRegistry([WithDeadline(tool, deadline) for tool in tools], home, ledger, mcp)

@@ -1,0 +1,210 @@
+"""The operator's MCP servers as tool sources: a turn's catalog and its calls, each run
+inside one of the agent's journaled steps.
+
+Both run on the step's worker thread, on an event loop of their own (`asyncio.run`), so a
+server that misbehaves holds up neither the endpoint's loop nor Restate's signals, and any
+failure can be caught there and turned into a sentence. A call that is not read-only (by
+its server's `readOnlyHint`) goes through the effect ledger: begun before it is sent,
+its result recorded before the step returns, so a step run again after a crash mid-call
+reports an unknown outcome instead of calling twice. A read-only call is simply sent
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import anyio
+import mcp_types
+import msgspec
+
+from schemas.chat import ToolCall, ToolDefinition
+from schemas.effects import Finished
+from schemas.harness import ToolResult, ToolStatus
+from schemas.mcp import PREFIX, McpCatalog, McpTool
+from services.effects.ledger import EffectLedger
+from services.mcp.client import call_tool, connected, list_tools
+from services.mcp.config import Secret, SecretMissingError, Server
+from services.tools.base import capped
+from services.tools.registry import UNKNOWN_OUTCOME
+
+log = logging.getLogger("teaspill.mcp")
+NAME_PART = re.compile(r"^mcp:([a-z0-9][a-z0-9_-]{0,31})/(.+)$")
+
+
+def server_of(name: str) -> str | None:
+    """The server a granted name (`mcp:SERVER/TOOL` or `mcp:SERVER/*`) names, else None."""
+    found = NAME_PART.match(name)
+    return found.group(1) if found else None
+
+
+class McpHub:
+    def __init__(
+        self, servers: Mapping[str, Server], ledger: EffectLedger, deadline: float
+    ) -> None:
+        self._servers = dict(servers)
+        self._ledger = ledger
+        self._deadline = deadline
+
+    def granted_servers(self, tenant: str, grants: Iterable[str]) -> tuple[str, ...]:
+        """The configured servers `grants` name that `tenant` may use, sorted."""
+        named = {server_of(name) for name in grants} - {None}
+        return tuple(
+            sorted(s for s in named if s in self._servers and self._servers[s].allows(tenant))
+        )
+
+    def catalog(self, tenant: str, grants: tuple[str, ...]) -> McpCatalog:
+        """Every tool of the servers the grants name (the model is shown only those the
+        grants allow), listed at once; a server that fails is left out with a sentence."""
+        names = self.granted_servers(tenant, grants)
+        listed = asyncio.run(self._list_all(names))
+        tools = tuple(
+            sorted((t for found in listed if isinstance(found, tuple) for t in found), key=_name)
+        )
+        problems = tuple(found for found in listed if isinstance(found, str))
+        return McpCatalog(tools, problems)
+
+    async def _list_all(self, names: tuple[str, ...]) -> list[tuple[McpTool, ...] | str]:
+        return list(await asyncio.gather(*(self._list(self._servers[n]) for n in names)))
+
+    async def _list(self, server: Server) -> tuple[McpTool, ...] | str:
+        try:
+            with anyio.fail_after(self._deadline):
+                async with connected(server, seconds=self._deadline) as client:
+                    found = await list_tools(client)
+        except Exception as error:  # noqa: BLE001 - on this step's own loop; worded below
+            return self._problem(server, "listing its tools", error)
+        return tuple(_tool(server.name, tool) for tool in found)
+
+    def run(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+        """One call, never raising: a failure is a result the model reads. Stamped with
+        when it ran (inside the journaled step, so a replay reads the same times)."""
+        started = time.time()  # noqa: TID251 - inside the journaled step
+        result = self._run(call, key, tool)
+        finished = time.time()  # noqa: TID251 - inside the journaled step
+        return msgspec.structs.replace(result, started=started, finished=finished)
+
+    def _run(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+        if tool.read_only:
+            return self._send(call, key, tool)
+        claim = self._ledger.begin(key)
+        if not claim.first:
+            if claim.finished is None:
+                return _result(call, "unknown", UNKNOWN_OUTCOME)
+            return claim.finished.result
+        result = self._send(call, key, tool)
+        self._ledger.finish(key, Finished(result))
+        return result
+
+    def _send(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+        server = self._servers.get(tool.server)
+        if server is None:
+            return _result(call, "error", f"The MCP server {tool.server} is no longer configured.")
+        return asyncio.run(self._call(server, call, key, tool))
+
+    async def _call(self, server: Server, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+        try:
+            with anyio.fail_after(self._deadline):
+                async with connected(server, key, seconds=self._deadline) as client:
+                    answer = await call_tool(client, tool.tool, call.arguments)
+        except TimeoutError:
+            return self._late(call, tool)
+        except Exception as error:  # noqa: BLE001 - on this step's own loop; worded below
+            sent = not tool.read_only and not isinstance(error, SecretMissingError)
+            status: ToolStatus = "unknown" if sent else "error"
+            return _result(call, status, self._problem(server, f"calling {tool.tool}", error))
+        return _result(
+            call, "error" if answer.is_error else "ok", self._scrub(server, content_text(answer))
+        )
+
+    def _late(self, call: ToolCall, tool: McpTool) -> ToolResult:
+        what = (
+            f"The MCP tool {tool.tool} of {tool.server} did not answer within its deadline "
+            f"of {self._deadline:g} s"
+        )
+        if tool.read_only:
+            return _result(call, "error", f"{what} and was given up.")
+        return _result(
+            call,
+            "unknown",
+            f"{what}, so it may or may not have taken effect. It was not run again.",
+        )
+
+    def _problem(self, server: Server, doing: str, error: Exception) -> str:
+        """A sentence for the model; the log gets the error's kind and its scrubbed text."""
+        log.warning(
+            "MCP server %s failed %s: %s: %s",
+            server.name,
+            doing,
+            type(error).__name__,
+            self._scrub(server, str(error)),
+        )
+        if isinstance(error, SecretMissingError):
+            return f"The MCP server {server.name} cannot be reached: {error}."
+        name = server.name
+        if isinstance(error, TimeoutError):
+            return (
+                f"The MCP server {name} did not answer within {self._deadline:g} s while {doing}."
+            )
+        return (
+            f"The MCP server {name} failed while {doing}; it may be down or have answered with "
+            "an error."
+        )
+
+    def _scrub(self, server: Server, text: str) -> str:
+        """`text` with every secret value configured for `server` blanked out."""
+        for value in (*server.env.values(), *server.headers.values()):
+            if isinstance(value, Secret):
+                try:
+                    secret = value.value()
+                except SecretMissingError:
+                    continue
+                if secret:
+                    text = text.replace(secret, "[secret]")
+        return text
+
+
+def _tool(server: str, tool: mcp_types.Tool) -> McpTool:
+    read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+    schema: dict[str, Any] = dict(tool.input_schema) or {"type": "object"}
+    definition = ToolDefinition(f"{PREFIX}{server}/{tool.name}", tool.description or "", schema)
+    return McpTool(definition, server, tool.name, read_only)
+
+
+def _name(tool: McpTool) -> str:
+    return tool.definition.name
+
+
+def content_text(answer: mcp_types.CallToolResult) -> str:
+    """Text content as it is; what is not text named in a short sentence."""
+    parts: list[str] = []
+    for block in answer.content:
+        parts.append(_block_text(block))
+    if not parts and answer.structured_content is not None:
+        parts.append(msgspec.json.encode(answer.structured_content, order="sorted").decode())
+    return "\n".join(parts)
+
+
+def _block_text(block: mcp_types.ContentBlock) -> str:
+    match block:
+        case mcp_types.TextContent(text=text):
+            return text
+        case mcp_types.ImageContent(mime_type=mime) | mcp_types.AudioContent(mime_type=mime):
+            return f"[{block.type} content ({mime}) left out: only text reaches the model]"
+        case mcp_types.EmbeddedResource(
+            resource=mcp_types.TextResourceContents(uri=uri, text=text)
+        ):
+            return f"[resource {uri}]\n{text}"
+        case mcp_types.EmbeddedResource(resource=resource):
+            return f"[resource {resource.uri} (binary) left out: only text reaches the model]"
+        case _:  # the one kind left: a link to a resource
+            return f"[link to resource {block.name}: {block.uri}]"
+
+
+def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, status=status, content=capped(content))

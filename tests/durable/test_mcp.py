@@ -1,0 +1,210 @@
+"""MCP servers as tool sources, on a real stack with real servers: `mcp-server-time` over
+stdio and `@modelcontextprotocol/server-everything` over streamable HTTP. An agent on the
+scripted model lists and calls their tools; results land on the timeline; the prompt's
+prefix fingerprint holds across turns; configured secrets appear nowhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from schemas.events import ModelMessage, ToolFinished
+from schemas.spec import AgentSpec, Limits, Policy
+from services.executor.scripted import script
+from services.ingress import Ingress, IngressError
+from services.stack import Stack, free_port, isolated_settings
+from tests.durable.conftest import LiveStack
+
+pytestmark = pytest.mark.durable
+
+ROOT = Path(__file__).resolve().parents[2]
+EVERYTHING = ROOT / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+ENV_SECRET = "env-secret-4b1d9c0e7a"  # noqa: S105 - a test value sought in the records
+HEADER_SECRET = "header-secret-93f2aa61d0"  # noqa: S105 - a test value sought in the records
+
+
+@dataclass
+class McpStack:
+    live: LiveStack
+    admin_url: str
+
+
+def _everything(port: int) -> subprocess.Popen[str]:
+    """server-everything over streamable HTTP, returned once it says it listens."""
+    process = subprocess.Popen(
+        ["node", str(EVERYTHING), "streamableHttp"],
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PORT": str(port)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "listening" in line.lower():
+            return process
+    process.kill()
+    raise AssertionError("server-everything exited before it listened")
+
+
+def _servers_file(folder: Path, port: int) -> Path:
+    secret_file = folder / "everything.token"
+    secret_file.write_text(HEADER_SECRET)
+    path = folder / "mcp.toml"
+    path.write_text(
+        f"""
+[servers.time]
+command = {json.dumps(sys.executable)}
+args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+env = {{ TIME_TOKEN = {{ from_env = "TEST_MCP_TOKEN" }} }}
+
+[servers.everything]
+url = "http://127.0.0.1:{port}/mcp"
+headers = {{ X-Api-Token = {{ from_file = {json.dumps(str(secret_file))} }} }}
+tenants = ["test"]
+"""
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def mcp_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpStack]:
+    if not EVERYTHING.exists():
+        pytest.fail("server-everything is not installed: run npm ci")
+    folder = tmp_path_factory.mktemp("mcp")
+    port = free_port()
+    server = _everything(port)
+    try:
+        settings = isolated_settings(
+            tmp_path_factory.mktemp("home"), mcp_servers_file=_servers_file(folder, port)
+        )
+        with Stack(settings, gateway=False, endpoint_env={"TEST_MCP_TOKEN": ENV_SECRET}) as stack:
+            for service in ("Agent", "Effects"):
+                response = httpx.patch(
+                    f"{settings.admin_url}/services/{service}", json={"journal_retention": "1h"}
+                )
+                assert response.is_success, response.text
+            ingress = Ingress(settings.ingress_url)
+            yield McpStack(
+                LiveStack(settings, stack.restate, stack.endpoint, ingress), settings.admin_url
+            )
+            ingress.close()
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def _spec(tools: dict[str, Policy]) -> AgentSpec:
+    return AgentSpec(
+        kind="mcp",
+        instructions="Follow the script.",
+        model="script",
+        tools=tools,
+        limits=Limits(max_rounds=6),
+    )
+
+
+GRANTS: dict[str, Policy] = {"mcp:time/*": "allow", "mcp:everything/echo": "allow"}
+TURN = script(
+    {"calls": [{"name": "mcp:time/get_current_time", "arguments": {"timezone": "UTC"}}]},
+    {"calls": [{"name": "mcp:everything/echo", "arguments": {"message": "over http"}}]},
+    {"reply": "{results}"},
+)
+
+
+def _finished(live: LiveStack, address: str) -> list[ToolFinished]:
+    return [e.body for e in live.events(address) if isinstance(e.body, ToolFinished)]
+
+
+def test_an_agent_calls_a_stdio_and_an_http_server_and_the_prefix_holds(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    first = live.ingress.message(address, TURN, _spec(GRANTS))
+    assert first.status.last_outcome == "succeeded", first
+    second = live.ingress.message(address, TURN, _spec(GRANTS))
+    assert second.status.last_outcome == "succeeded", second
+    finished = _finished(live, address)
+    assert [f.name for f in finished] == ["mcp:time/get_current_time", "mcp:everything/echo"] * 2
+    assert all(f.status == "ok" for f in finished), finished
+    assert '"timezone": "UTC"' in finished[0].content
+    assert finished[1].content == "Echo: over http"
+    prints = {e.body.fingerprint for e in live.events(address) if isinstance(e.body, ModelMessage)}
+    assert len(prints) == 1
+    assert prints != {""}
+
+
+def test_only_granted_tools_are_shown(mcp_stack: McpStack, address: str) -> None:
+    live = mcp_stack.live
+    turn = script(
+        {"calls": [{"name": "mcp:everything/get-sum", "arguments": {"a": 1, "b": 2}}]},
+        {"reply": "{results}"},
+    )
+    result = live.ingress.message(address, turn, _spec(GRANTS))
+    assert result.status.last_outcome == "succeeded", result
+    (refused,) = _finished(live, address)
+    assert refused.status == "error"
+    assert "mcp:everything/echo" in refused.content
+    assert "mcp:time/get_current_time" in refused.content
+
+
+def test_a_server_the_tenant_may_not_use_is_refused_with_a_sentence(mcp_stack: McpStack) -> None:
+    with pytest.raises(IngressError, match="may not use the MCP server 'everything'"):
+        mcp_stack.live.ingress.message("other.mcp-refused", "hello", _spec(GRANTS))
+
+
+def test_a_server_that_is_down_gives_the_model_a_sentence(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    turn = script(
+        {
+            "calls": [
+                {"name": "mcp:time/get_current_time", "arguments": {"timezone": "Nowhere/Land"}}
+            ]
+        },
+        {"reply": "{results}"},
+    )
+    result = live.ingress.message(address, turn, _spec(GRANTS))
+    assert result.status.last_outcome == "succeeded", result
+    (answer,) = _finished(live, address)
+    assert answer.status == "error"
+    assert "Traceback" not in answer.content
+
+
+def test_secrets_appear_in_no_journal_state_timeline_or_log(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    turn = script(
+        {"calls": [{"name": "mcp:everything/echo", "arguments": {"message": "x"}}]},
+        {"reply": "{results}"},
+    )
+    assert live.ingress.message(address, turn, _spec(GRANTS)).status.last_outcome == "succeeded"
+    seen = [json.dumps([e.body for e in live.events(address)], default=str)]
+    for table in ("sys_journal", "state"):
+        response = httpx.post(
+            f"{mcp_stack.admin_url}/query",
+            json={"query": f"SELECT * FROM {table}"},  # noqa: S608 - two fixed names
+            headers={"Accept": "application/json"},
+            timeout=30,
+        )
+        assert response.is_success, response.text
+        assert "mcp:everything/echo" in response.text or table == "state"
+        seen.append(response.text)
+    seen += [
+        p.read_text(errors="replace")
+        for p in live.home.rglob("*")
+        if p.is_file() and p.suffix in {".log", ".txt", ""}
+    ]
+    for text in seen:
+        assert ENV_SECRET not in text
+        assert HEADER_SECRET not in text
