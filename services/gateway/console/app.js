@@ -94,7 +94,7 @@ function loginPage(sentence) {
 }
 
 const STATUSES = ["", "idle", "running", "waiting", "parked"];
-const NAME_SHAPE = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+const NAME_SHAPE = /^[a-z0-9][a-z0-9_-]{0,47}$/; // an address segment (schemas/address.py)
 
 // Write keys only: a name and one of the published kinds open the page of an agent that
 // does not exist yet; its first message creates it.
@@ -127,7 +127,7 @@ function startForm(me, kinds) {
     event.preventDefault();
     const wanted = name.value.trim().toLowerCase();
     if (!NAME_SHAPE.test(wanted)) {
-      showError("A name is 1 to 63 of a-z 0-9 - _, starting with a letter or digit, e.g. helper.");
+      showError("A name is 1 to 48 of a-z 0-9 - _, starting with a letter or digit, e.g. helper.");
       name.focus();
       return;
     }
