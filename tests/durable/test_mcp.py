@@ -6,6 +6,7 @@ prefix fingerprint holds across turns; configured secrets appear nowhere."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,10 +18,11 @@ import pytest
 
 from schemas.events import ModelMessage, ToolFinished
 from schemas.spec import AgentSpec, Limits, Policy
+from schemas.wake import Message
 from services.executor.scripted import script
 from services.ingress import Ingress, IngressError
 from services.stack import Stack, free_port, isolated_settings
-from tests.durable.conftest import LiveStack
+from tests.durable.conftest import LiveStack, eventually
 
 pytestmark = pytest.mark.durable
 
@@ -32,6 +34,8 @@ HEADER_SECRET = "header-secret-93f2aa61d0"  # noqa: S105 - a test value sought i
 
 @dataclass
 class McpStack:
+    folder: Path
+    """The test server's: its `calls` file and the `release-NOTE` files it waits for."""
     live: LiveStack
     admin_url: str
 
@@ -53,7 +57,23 @@ def _everything(port: int) -> subprocess.Popen[str]:
     raise AssertionError("server-everything exited before it listened")
 
 
-def _servers_file(folder: Path, port: int) -> Path:
+def _local(port: int, folder: Path) -> subprocess.Popen[bytes]:
+    """The test's own MCP server (`tests.fixtures.mcp_server`), once its port answers."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fixtures.mcp_server", str(port), str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def answers() -> bool | None:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0 or None
+
+    eventually(answers, 30, "the test's MCP server to listen")
+    return process
+
+
+def _servers_file(folder: Path, port: int, local: int) -> Path:
     secret_file = folder / "everything.token"
     secret_file.write_text(HEADER_SECRET)
     path = folder / "mcp.toml"
@@ -68,6 +88,10 @@ env = {{ TIME_TOKEN = {{ from_env = "TEST_MCP_TOKEN" }} }}
 url = "http://127.0.0.1:{port}/mcp"
 headers = {{ X-Api-Token = {{ from_file = {json.dumps(str(secret_file))} }} }}
 tenants = ["test"]
+
+[servers.local]
+url = "http://127.0.0.1:{local}/mcp"
+headers = {{ X-Api-Token = {{ from_file = {json.dumps(str(secret_file))} }} }}
 """
     )
     return path
@@ -78,11 +102,13 @@ def mcp_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpStack]:
     if not EVERYTHING.exists():
         pytest.fail("server-everything is not installed: run npm ci")
     folder = tmp_path_factory.mktemp("mcp")
-    port = free_port()
+    port, local_port = free_port(), free_port()
     server = _everything(port)
+    local = _local(local_port, folder)
     try:
         settings = isolated_settings(
-            tmp_path_factory.mktemp("home"), mcp_servers_file=_servers_file(folder, port)
+            tmp_path_factory.mktemp("home"),
+            mcp_servers_file=_servers_file(folder, port, local_port),
         )
         with Stack(settings, gateway=False, endpoint_env={"TEST_MCP_TOKEN": ENV_SECRET}) as stack:
             for service in ("Agent", "Effects"):
@@ -92,10 +118,14 @@ def mcp_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpStack]:
                 assert response.is_success, response.text
             ingress = Ingress(settings.ingress_url)
             yield McpStack(
-                LiveStack(settings, stack.restate, stack.endpoint, ingress), settings.admin_url
+                folder,
+                LiveStack(settings, stack.restate, stack.endpoint, ingress),
+                settings.admin_url,
             )
             ingress.close()
     finally:
+        local.kill()
+        local.wait()
         server.kill()
         server.wait()
         if server.stdout is not None:
@@ -208,3 +238,58 @@ def test_secrets_appear_in_no_journal_state_timeline_or_log(
     for text in seen:
         assert ENV_SECRET not in text
         assert HEADER_SECRET not in text
+
+
+LOCAL: dict[str, Policy] = {"mcp:local/*": "allow"}
+
+
+def _calls(mcp: McpStack, what: str) -> list[str]:
+    path = mcp.folder / "calls"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line for line in lines if line.startswith(what)]
+
+
+def test_the_idempotency_key_is_a_header_and_a_secret_said_back_is_blanked(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    turn = script({"calls": [{"name": "mcp:local/headers", "arguments": {}}]}, {"reply": "ok"})
+    assert live.ingress.message(address, turn, _spec(LOCAL)).status.last_outcome == "succeeded"
+    (answer,) = _finished(live, address)
+    assert answer.content.startswith(f"key={address}/")
+    assert answer.content.endswith("token=[secret]"), "the server got the token; it is blanked"
+
+
+def _crash_mid_call(mcp: McpStack, address: str, tool: str, note: str) -> list[ToolFinished]:
+    """A turn that calls `tool`; the endpoint SIGKILLed once the call reached the server,
+    started again, and the server let go once the turn went on without it or retried."""
+    live = mcp.live
+    turn = script(
+        {"calls": [{"name": f"mcp:local/{tool}", "arguments": {"note": note}}]},
+        {"reply": "{results}"},
+    )
+    live.ingress.send_wake(address, Message(turn, spec=_spec(LOCAL)))
+    eventually(lambda: _calls(mcp, f"{tool.split('_')[1]} {note}") or None, 60, "the call")
+    live.restart_endpoint(kill=True)
+    (mcp.folder / f"release-{note}").touch()
+    assert live.wait_for_turn_end(address, 1).outcome == "succeeded"
+    return _finished(live, address)
+
+
+def test_a_side_effecting_call_cut_by_a_crash_ran_once_and_says_unknown(
+    mcp_stack: McpStack, address: str
+) -> None:
+    (answer,) = _crash_mid_call(mcp_stack, address, "slow_write", "w1")
+    assert answer.status == "unknown"
+    assert "may or may not have taken effect" in answer.content
+    assert len(_calls(mcp_stack, "write w1")) == 1, "never sent again"
+
+
+def test_a_read_only_call_cut_by_a_crash_is_sent_again_and_succeeds(
+    mcp_stack: McpStack, address: str
+) -> None:
+    (answer,) = _crash_mid_call(mcp_stack, address, "slow_read", "r1")
+    assert (answer.status, answer.content) == ("ok", "read r1")
+    sent = _calls(mcp_stack, "read r1")
+    assert len(sent) == 2, sent
+    assert len({line.split()[-1] for line in sent}) == 1, "both with the same key"
