@@ -86,6 +86,37 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds the gateway waits for a request body to arrive (408 beyond).",
     )
+    tenant_agents: int = Field(
+        default=1000,
+        ge=1,
+        description="Agents one tenant may have; a message that would create one more is "
+        "refused (429).",
+    )
+    tenant_keys: int = Field(
+        default=100, ge=1, description="API keys one tenant may hold that are not revoked."
+    )
+    tenant_kinds: int = Field(default=100, ge=1, description="Spec kinds one tenant may publish.")
+    spec_versions: int = Field(
+        default=1000, ge=1, description="Versions of one spec kind one tenant may publish."
+    )
+    tenant_daily_tokens: int = Field(
+        default=10_000_000,
+        ge=0,
+        description="Model tokens one tenant's agents may use in a day (UTC); past it, new "
+        "messages are refused until the next day; 0: no limit.",
+    )
+    keep_alive_seconds: int = Field(
+        default=5,
+        ge=1,
+        description="Seconds the gateway and the endpoint keep an idle connection open, and "
+        "wait for a request's headers.",
+    )
+    endpoint_read_timeout_seconds: int = Field(
+        default=1800,
+        ge=60,
+        description="Seconds the endpoint waits on a silent connection before closing it: "
+        "above any step's inactivity and abort timeouts.",
+    )
     live_url: str = Field(
         default="",
         description="Where the execution plane pushes live deltas; empty: the gateway on "

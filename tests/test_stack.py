@@ -12,6 +12,8 @@ import pytest
 
 from services.settings import Settings
 from services.stack import (
+    Endpoint,
+    Gateway,
     RestateServer,
     Stack,
     StackError,
@@ -84,6 +86,36 @@ def test_restate_restarts_healthy_on_its_base_dir(
     assert admin_health(settings) == 200
     assert (settings.home / "restate").is_dir()
     assert (settings.home / "logs" / "restate.log").stat().st_size > 0
+    assert shared_with_others(settings.home) == []
+
+
+def shared_with_others(home: Path) -> list[str]:
+    """What under `home` (itself included) its group or others may read, write or enter."""
+    paths = [home, *home.rglob("*")]
+    return [str(p) for p in paths if not p.is_symlink() and p.stat().st_mode & 0o077]
+
+
+def test_a_home_others_could_read_is_made_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    process.private_home(home)
+    assert home.stat().st_mode & 0o777 == 0o700
+    process.private_home(tmp_path / "new" / "home")
+    assert (tmp_path / "new" / "home").stat().st_mode & 0o777 == 0o700
+
+
+def test_every_server_has_a_keep_alive_and_the_endpoint_a_read_timeout(
+    settings: Settings,
+) -> None:
+    endpoint = Endpoint(settings).argv()
+    gateway = Gateway(settings).argv()
+    assert endpoint[endpoint.index("--keep-alive") + 1] == str(settings.keep_alive_seconds)
+    assert endpoint[endpoint.index("--read-timeout") + 1] == str(
+        settings.endpoint_read_timeout_seconds
+    )
+    assert gateway[gateway.index("--keep-alive") + 1] == str(settings.keep_alive_seconds)
+    assert "--read-timeout" not in gateway
 
 
 @pytest.mark.durable

@@ -21,6 +21,7 @@ from services.gateway.feeds import Hub
 from services.gateway.keycache import KeyCache
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.openapi import component_schemas
+from services.gateway.quotas import Quotas
 from services.gateway.rates import RateLimiter, StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.routes_agents import router as agents
@@ -77,6 +78,7 @@ def create_app(
         heartbeat=heartbeat,
         keys=KeyCache(ProjectionReader(path), ingress, config.key_cache_seconds),
         streams=StreamSlots(config.key_streams),
+        quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
     )
 
     @asynccontextmanager

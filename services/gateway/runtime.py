@@ -12,6 +12,7 @@ from fastapi import Request
 
 from services.gateway.feeds import Hub
 from services.gateway.keycache import KeyCache
+from services.gateway.quotas import Quotas
 from services.gateway.rates import StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.upstream import Upstream
@@ -55,6 +56,7 @@ class Runtime:
     heartbeat: float
     keys: KeyCache
     streams: StreamSlots
+    quotas: Quotas
     recent: RecentSends = field(default_factory=RecentSends)
 
     async def close(self) -> None:

@@ -43,6 +43,9 @@ async def send(
         raise needs_kind(agent.address)
     if message.kind is not None:
         await require_published(rt, agent.caller.tenant, message.kind)
+    if row is None and agent.address not in rt.recent:
+        await rt.quotas.new_agent(agent.caller.tenant)
+    await rt.quotas.tokens(agent.caller.tenant)
     mid = message_id(agent.address, idempotency_key)
     invocation = await rt.ingress.send_message(
         agent.address, message.text, message.kind, idempotency_key, mid

@@ -67,4 +67,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     alter table keys add column name text not null default '';
     """,
+    # A tenant's model tokens of the day are summed over its `model_message` events since
+    # midnight (the gateway's daily quota): by type and time, not over every event.
+    """
+    create index events_by_type_and_time on events (type, at);
+    """,
 )

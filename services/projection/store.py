@@ -264,6 +264,25 @@ class ProjectionStore:
         )
         return msgspec.json.decode(row[0], type=AgentSpec) if row else None
 
+    async def agent_count(self, tenant: str) -> int:
+        row = await self._one_or_none("select count(*) from agents where tenant = ?", tenant)
+        return int(row[0]) if row else 0
+
+    async def tokens_since(self, tenant: str, since: datetime) -> int:
+        """Model tokens (prompt and completion) of `tenant`'s agents' rounds recorded at or
+        after `since` (UTC)."""
+        row = await self._one_or_none(
+            "select coalesce(sum("
+            "coalesce(json_extract(cast(event as text), '$.body.usage.prompt_tokens'), 0) +"
+            " coalesce(json_extract(cast(event as text), '$.body.usage.completion_tokens'), 0)"
+            "), 0) from events where type = 'model_message' and at >= ?"
+            " and agent > ? and agent < ?",
+            since.isoformat(),
+            f"{tenant}.",
+            f"{tenant}/",
+        )
+        return int(row[0]) if row else 0
+
     async def key_by_hash(self, hash_: str) -> ApiKey | None:
         row = await self._one_or_none(
             "select id, tenant, scope, hash, created_at, revoked_at, name from keys where hash = ?",

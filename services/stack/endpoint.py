@@ -14,12 +14,22 @@ from services.stack.process import Part, answers
 DEFAULT_APP = "services.app:create_app()"
 
 
-def hypercorn_argv(app: str, bind: str) -> list[str]:
+def hypercorn_argv(
+    app: str, bind: str, *, keep_alive: int, read_timeout: int | None = None
+) -> list[str]:
     """`python -m hypercorn <app> --bind <bind>` on uvloop's event loop. The endpoint's
     event loop is what a crowd of agents runs out of first, and `python -m bench
     concurrent` shows uvloop's gain there: about half the endpoint's CPU a round with 50
-    agents, and over 1.5 times the rounds/s of asyncio's own loop."""
-    return [sys.executable, "-m", "hypercorn", app, "--bind", bind, "--worker-class", "uvloop"]
+    agents, and over 1.5 times the rounds/s of asyncio's own loop.
+
+    `keep_alive`: seconds an idle connection is kept, which also bounds how long a request's
+    headers may take to arrive (hypercorn counts a connection idle until they have);
+    `read_timeout`: seconds a connection may send nothing before it is closed."""
+    argv = [sys.executable, "-m", "hypercorn", app, "--bind", bind, "--worker-class", "uvloop"]
+    argv += ["--keep-alive", str(keep_alive)]
+    if read_timeout is not None:
+        argv += ["--read-timeout", str(read_timeout)]
+    return argv
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -58,7 +68,13 @@ class Endpoint(Part):
         self.extra_env = dict(env or {})
 
     def argv(self) -> list[str]:
-        return hypercorn_argv(self.app, f"127.0.0.1:{self.settings.endpoint_port}")
+        s = self.settings
+        return hypercorn_argv(
+            self.app,
+            f"127.0.0.1:{s.endpoint_port}",
+            keep_alive=s.keep_alive_seconds,
+            read_timeout=s.endpoint_read_timeout_seconds,
+        )
 
     def env(self) -> dict[str, str]:
         return {**os.environ, **settings_env(self.settings), **self.extra_env}

@@ -42,7 +42,10 @@ class Gateway(Part):
     def argv(self) -> list[str]:
         host, port = self.settings.gateway_host, self.settings.gateway_port
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        return hypercorn_argv(self.app, bind)
+        # No read timeout: an SSE client sends nothing while it reads, and hypercorn's would
+        # cut every stream that outlives it. The keep-alive timeout bounds a request's
+        # headers, and the gateway bounds its body (TEASPILL_BODY_TIMEOUT_SECONDS).
+        return hypercorn_argv(self.app, bind, keep_alive=self.settings.keep_alive_seconds)
 
     def env(self) -> dict[str, str]:
         return {**os.environ, **settings_env(self.settings), **self.extra_env}

@@ -19,6 +19,10 @@ import httpx
 from services.settings import Settings
 
 LOG_TAIL_LINES = 15
+UMASK = 0o077
+"""Every file a part of the stack makes (Restate's data, the projection, workspaces, logs)
+is its user's alone."""
+LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
 class StackError(RuntimeError):
@@ -125,8 +129,8 @@ class ManagedProcess:
     def spawn(self) -> None:
         if self.running:
             raise StackError(f"{self.name} is already running (pid {self.pid}).")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._log = os.fdopen(os.open(self.log_path, LOG_FLAGS, 0o600), "ab")
         self._log.write(f"--- teaspill starts: {' '.join(self.argv)}\n".encode())
         self._log.flush()
         self._proc = subprocess.Popen(
@@ -136,6 +140,7 @@ class ManagedProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            umask=UMASK,
         )
 
     def wait_until(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
@@ -227,6 +232,19 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def private_home(home: Path) -> None:
+    """Make the home (or take it as it is) readable by its owner alone: 0700."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if home.stat().st_mode & 0o077:
+        try:
+            home.chmod(0o700)
+        except PermissionError as error:
+            raise StackError(
+                f"The home {home} is readable by others and cannot be made private (it "
+                "belongs to another user): choose a home of this user's (TEASPILL_HOME)."
+            ) from error
+
+
 def answers(url: str, *codes: int) -> bool:
     """Whether `GET url` answers with one of `codes` (200 if none are given)."""
     try:
@@ -273,6 +291,7 @@ class Part(ABC):
 
     def start(self, timeout: float = 60.0) -> None:
         """Start the process and return once it is ready; a sentence if it is not."""
+        private_home(self.settings.home)
         for role, (port, setting) in self.ports().items():
             if port_in_use(port):
                 raise StackError(

@@ -6,6 +6,7 @@ which is what the gateway reads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -35,6 +36,7 @@ from services.contracts import (
 )
 from services.contracts import KEYS as KEYS_HANDLER
 from services.durable import send
+from services.settings import settings
 from services.specs import Offer, SpecError, parse_spec
 
 KEYS = "keys"
@@ -57,10 +59,25 @@ def offer_specs(offer: Offer) -> restate.VirtualObject:
     return tenant
 
 
+@dataclass(frozen=True)
+class TenantLimits:
+    """What one tenant may hold: keys not revoked, spec kinds, versions of one kind."""
+
+    keys: int
+    kinds: int
+    versions: int
+
+
+def limits() -> TenantLimits:
+    config = settings()
+    return TenantLimits(config.tenant_keys, config.tenant_kinds, config.spec_versions)
+
+
 @tenant.handler(name=PUBLISH.name, input_serde=restate.serde.BytesSerde())
 async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
     spec = _checked(raw, ctx.key())
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
+    await _check_room(ctx, spec.kind, stored, limits())
     versions = next_version(stored, ctx.key(), spec, await _now(ctx))
     ctx.set(spec_key(spec.kind), versions)
     published = versions.versions[-1]
@@ -76,6 +93,26 @@ def next_version(stored: SpecVersions, tenant: str, spec: AgentSpec, at: datetim
 
 def latest(stored: SpecVersions | None) -> SpecAnswer:
     return SpecAnswer(stored.versions[-1].spec if stored and stored.versions else None)
+
+
+async def _check_room(
+    ctx: restate.ObjectContext, kind: str, stored: SpecVersions, most: TenantLimits
+) -> None:
+    if len(stored.versions) >= most.versions:
+        raise restate.TerminalError(
+            f"Tenant {ctx.key()} has published {len(stored.versions)} versions of kind "
+            f"{kind!r}, the most one kind may have (TEASPILL_SPEC_VERSIONS): publish it "
+            "under another kind.",
+            429,
+        )
+    if not stored.versions:
+        kinds = sum(name.startswith("spec.") for name in await ctx.state_keys())
+        if kinds >= most.kinds:
+            raise restate.TerminalError(
+                f"Tenant {ctx.key()} has published {kinds} spec kinds, the most one tenant "
+                "may have (TEASPILL_TENANT_KINDS): publish a new version of one of them.",
+                429,
+            )
 
 
 def _checked(raw: bytes, tenant: str) -> AgentSpec:
@@ -110,6 +147,13 @@ def with_key(keys: Keys, tenant: str, key: ApiKey) -> Keys:
         raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
     if any(k.id == key.id for k in keys.keys):
         raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
+    active = sum(k.revoked_at is None for k in keys.keys)
+    if active >= limits().keys:
+        raise restate.TerminalError(
+            f"tenant {tenant} holds {active} keys that are not revoked, the most one "
+            "tenant may hold (TEASPILL_TENANT_KEYS): revoke one first",
+            429,
+        )
     return Keys((*keys.keys, key))
 
 
