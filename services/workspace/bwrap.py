@@ -101,9 +101,13 @@ class Pipes:
             self.close_own()
 
     def close_own(self) -> None:
-        if self.network:
+        """Close the end this process keeps, once: a second close could close another
+        sandbox's pipe that was given the same number since (and end its network)."""
+        if self.network and self.network[2] >= 0:
+            wait = self.network[2]
+            self.network = (self.network[0], self.network[1], -1)
             with contextlib.suppress(OSError):
-                os.close(self.network[2])
+                os.close(wait)
 
 
 def _filled(data: bytes) -> int:

@@ -83,8 +83,10 @@ class Attached:
         self._exit_fd = exit_fd
 
     async def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._exit_fd)  # slirp4netns exits when this closes
+        if self._exit_fd >= 0:
+            exit_fd, self._exit_fd = self._exit_fd, -1
+            with contextlib.suppress(OSError):
+                os.close(exit_fd)  # slirp4netns exits when this closes
         try:
             await asyncio.wait_for(self._slirp.wait(), SETUP_SECONDS)
         except TimeoutError:

@@ -168,3 +168,26 @@ def test_network_without_its_programs_is_refused_with_a_sentence(
             )
         )  # fmt: skip
     assert not (workspace.root / "ran.txt").exists()
+
+
+def test_commands_with_network_at_once_each_get_their_own_interface(tmp_path: Path) -> None:
+    """Each sandbox's pipes are closed once: a second close of a number another sandbox
+    had been given since ended that one's slirp4netns (its interface gone)."""
+
+    async def one(index: int) -> str:
+        workspace = open_workspace(tmp_path / "home", f"acme.n{index}", 2**20)
+        mounts = Mounts(workspace.root, workspace.uid, network=True)
+        outcome = await run_sandboxed(
+            mounts, "bwrap", "ip -4 -o addr show tap0", limits=LIMITS, file_bytes=2**20,
+            stopped=lambda: False,
+        )  # fmt: skip
+        return outcome.output.decode()
+
+    async def rounds() -> list[str]:
+        said: list[str] = []
+        for _ in range(3):
+            said += await asyncio.gather(*(one(index) for index in range(8)))
+        return said
+
+    said = asyncio.run(rounds())
+    assert all("inet 10.0.2.100/24" in each for each in said), said
