@@ -15,7 +15,7 @@ from schemas.spec import AgentSpec
 from services.cli.errors import NotThereError
 from services.cli.gateway import tenant_of
 from services.cli.render import describe
-from services.client import ApiError, Client
+from services.client import Accepted, ApiError, Client
 from services.specs import load_spec
 
 EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "assistant.toml"
@@ -43,12 +43,13 @@ def recorded(client: Client, address: str, after: int) -> Iterator[Event]:
             yield item
 
 
-def watch(client: Client, address: str, after: int, text: str | None, *, show: bool) -> Event:
-    """Follow the turn that carries `text` (or the next turn's events) until it ends or waits
-    for someone; print its events with `show`. The event it stopped at."""
+def watch(client: Client, address: str, sent: Accepted, text: str, *, show: bool) -> Event:
+    """Follow the turn the message `sent` started until it ends or waits for someone; print
+    its events with `show`. The event it stopped at. The turn is found by the message's id
+    (two equal texts are two turns); by its text only from a gateway that gives no id."""
     turn: int | None = None
-    for event in recorded(client, address, after):
-        if turn is None and (text is None or _starts(event, text)):
+    for event in recorded(client, address, sent.after_seq):
+        if turn is None and _starts(event, sent.message_id, text):
             turn = event.turn
         if show:
             print_events((event,))
@@ -57,8 +58,10 @@ def watch(client: Client, address: str, after: int, text: str | None, *, show: b
     raise AssertionError("a followed timeline never ends")
 
 
-def _starts(event: Event, text: str) -> bool:
-    return isinstance(event.body, TurnStarted) and event.body.text == text
+def _starts(event: Event, message_id: str, text: str) -> bool:
+    if not isinstance(event.body, TurnStarted):
+        return False
+    return event.body.message_id == message_id if message_id else event.body.text == text
 
 
 def _stops(event: Event) -> bool:
@@ -83,7 +86,7 @@ def send(
         if error.status != HTTPStatus.NOT_FOUND:
             raise
         raise NotThereError(_unknown_kind(address, kind) if kind else _new(address)) from error
-    last = watch(client, address, sent.after_seq, text, show=show)
+    last = watch(client, address, sent, text, show=show)
     return _outcome(address, last)
 
 

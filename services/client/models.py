@@ -39,6 +39,9 @@ class Accepted(msgspec.Struct, frozen=True):
     after_seq: int
     events_url: str
     invocation_id: str = ""
+    message_id: str = ""
+    """The id the `turn_started` of the turn this message starts carries (empty from a
+    gateway that gives none)."""
 
 
 class ApprovalAccepted(msgspec.Struct, frozen=True):
