@@ -184,6 +184,9 @@ def test_the_boundary_explains_what_a_user_can_cause(
     assert words in sentence
     assert exit_code == code
     assert "\n" not in sentence
+    assert type(error).__name__ not in sentence
+    for library_words in ("closed", "Expected `int`"):
+        assert library_words not in sentence
 
 
 def test_a_bug_is_not_dressed_as_a_sentence_a_user_caused() -> None:

@@ -110,7 +110,11 @@ def _timeout(error: Exception) -> tuple[str, int]:
 
 def _transport(error: Exception) -> tuple[str, int]:
     assert isinstance(error, httpx.RequestError)
-    return f"talking to {_where(error)} failed ({error or type(error).__name__}); {STATUS_HINT}.", 1
+    return (
+        f"talking to {_where(error)} failed: the connection broke off or the answer was not "
+        f"HTTP; {STATUS_HINT}.",
+        1,
+    )
 
 
 def _refused(error: Exception) -> tuple[str, int]:
@@ -139,8 +143,8 @@ def _gateway(error: Exception) -> tuple[str, int]:
 
 def _undecodable(error: Exception) -> tuple[str, int]:
     return (
-        f"the stack answered something this CLI cannot read ({error}): is it running another "
-        "version? `teaspill down`, then `teaspill up` with this one.",
+        "the stack answered something this CLI cannot read: is it running another version? "
+        "`teaspill down`, then `teaspill up` with this one.",
         1,
     )
 
