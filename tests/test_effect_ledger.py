@@ -46,7 +46,16 @@ def test_a_call_retried_after_an_interrupted_start_is_unknown(tmp_path: Path) ->
 
 
 def test_a_tool_without_effects_does_not_use_the_ledger(tmp_path: Path) -> None:
+    runs: list[str] = []
+
+    def look(arguments: dict[str, Any], context: ToolContext) -> str:
+        runs.append(context.idempotency_key)
+        return "looked"
+
     ledger = MemoryLedger()
-    tools = ToolRegistry([], tmp_path, ledger)
-    assert tools.run(ToolCall("c", "nothing", {}), KEY, "acme.bot").status == "error"
-    assert ledger.begin(KEY).first
+    tool = FunctionTool(ToolDefinition("look", "Reads something."), look)
+    tools = ToolRegistry([tool], tmp_path, ledger)
+    for _ in range(2):
+        assert tools.run(ToolCall("c", "look", {}), KEY, "acme.bot").content == "looked"
+    assert runs == [KEY, KEY], "a retried read runs again"
+    assert ledger.begin(KEY).first, "nothing was written to the ledger"
