@@ -104,7 +104,15 @@ async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    said, _ = await asyncio.wait_for(setup.communicate(ruleset(allowed).encode()), SETUP_SECONDS)
+    try:
+        said, _ = await asyncio.wait_for(
+            setup.communicate(ruleset(allowed).encode()), SETUP_SECONDS
+        )
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            setup.kill()
+        await setup.wait()
+        raise
     if setup.returncode != 0:
         raise NetworkUnavailableError(
             "Commands with network cannot run: the sandbox's firewall could not be set "
