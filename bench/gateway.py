@@ -1,29 +1,34 @@
 """The gateway's per-request cost of its key cache and its rate limiter, in process.
 
-    python -m bench.gateway [--requests 3000]
+    python -m bench.gateway [--requests 3000] [--batch 100]
 
 A gateway app on a projection of its own (a temporary home) with one key, its `Tenant`
 record answered by an `httpx.MockTransport` (so a cache miss costs the lookup and the
 confirmation's Python, not a network round trip), called through `httpx.ASGITransport`
-with `GET /v1/me`, one request at a time. Three variants, each after a warm-up:
+with `GET /v1/me`, one request at a time, in batches that take turns between three
+variants (after a warm-up of each), so that a change in the machine's load meets each
+variant alike:
 
 - `no cache, no limit`: every request reads the key from the projection and confirms it
   with the tenant's record (`TEASPILL_KEY_CACHE_SECONDS=0`, `TEASPILL_KEY_RATE=0`);
 - `cache`: the key's lookup cached (the default 10 s), no rate limit;
 - `cache + rate`: the default cache and a rate limit that never refuses.
 
-Then the two parts alone: `RateLimiter.take` and a cache hit of `KeyCache.find`. Prints
-p50 and p95 in microseconds.
+Prints p50 and p95 over the batches of the wall and CPU microseconds a request; then the
+two parts alone, p50 and p95 of single calls: `RateLimiter.take` and a cache hit of
+`KeyCache.find`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,17 +64,34 @@ async def timed(call: Callable[[], Awaitable[object]], count: int) -> list[float
     return spent
 
 
-async def variant(
-    home: Path, key: tuple[str, ApiKey], overrides: dict[str, float], n: int
-) -> list[float]:
+@dataclass
+class Sample:
+    """Per batch of requests: wall and CPU microseconds a request (the process's CPU,
+    aiosqlite's threads included, so other processes on the machine count less)."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+async def batch(call: Callable[[], Awaitable[object]], size: int, into: Sample) -> None:
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(size):
+        await call()
+    into.wall.append((time.perf_counter() - wall) * 1e6 / size)
+    into.cpu.append((time.process_time() - cpu) * 1e6 / size)
+
+
+@contextlib.asynccontextmanager
+async def gateway(
+    home: Path, key: tuple[str, ApiKey], overrides: dict[str, float]
+) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     plaintext, record = key
     config = Settings(home=home, **overrides)  # type: ignore[arg-type]
     app = create_app(config, ingress_transport=tenant(record))
     auth = {"Authorization": f"Bearer {plaintext}"}
-    transport = httpx.ASGITransport(app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://gateway") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://gw") as client,
     ):
 
         async def me() -> None:
@@ -77,8 +99,24 @@ async def variant(
             if response.status_code != httpx.codes.OK:
                 raise SystemExit(f"GET /v1/me answered {response.status_code}: {response.text}")
 
-        await timed(me, n // 10)
-        return await timed(me, n)
+        yield me
+
+
+async def variants(home: Path, key: tuple[str, ApiKey], n: int, size: int) -> dict[str, Sample]:
+    """The variants' batches interleaved, so that a change in the machine's load meets
+    each of them alike."""
+    samples = {name: Sample() for name in VARIANTS}
+    async with contextlib.AsyncExitStack() as stack:
+        calls = {
+            name: await stack.enter_async_context(gateway(home, key, overrides))
+            for name, overrides in VARIANTS.items()
+        }
+        for call in calls.values():
+            await timed(call, size)
+        for _ in range(max(1, n // size)):
+            for name, call in calls.items():
+                await batch(call, size, samples[name])
+    return samples
 
 
 async def parts(home: Path, key: tuple[str, ApiKey], n: int) -> dict[str, list[float]]:
@@ -99,34 +137,38 @@ async def parts(home: Path, key: tuple[str, ApiKey], n: int) -> dict[str, list[f
         }
 
 
-def line(name: str, spent: list[float]) -> str:
-    p50 = statistics.median(spent)
-    p95 = statistics.quantiles(spent, n=20)[-1]
-    return f"{name:<22} p50 {p50:8.1f} µs   p95 {p95:8.1f} µs"
+def spread(spent: list[float]) -> str:
+    p95 = statistics.quantiles(spent, n=20)[-1] if len(spent) > 1 else spent[0]
+    return f"p50 {statistics.median(spent):8.1f}  p95 {p95:8.1f}"
 
 
-async def run(n: int) -> list[str]:
+async def run(n: int, size: int) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         key = new_key("acme", "read", CREATED)
         async with await ProjectionStore.open(home / "projection.db") as store:
             await store.record_key(key[1])
-        lines = [f"GET /v1/me, {n} requests one at a time (in process):"]
-        for name, overrides in VARIANTS.items():
-            lines.append(line(name, await variant(home, key, overrides, n)))
-        lines.append("the parts alone:")
+        lines = [
+            f"GET /v1/me, {n} requests a variant one at a time in batches of {size} "
+            "(in process), µs a request over the batches:",
+            f"{'':<20} {'wall':<24} cpu",
+        ]
+        for name, sample in (await variants(home, key, n, size)).items():
+            lines.append(f"{name:<20} {spread(sample.wall)}   {spread(sample.cpu)}")
+        lines.append("the parts alone, µs a call:")
         for name, spent in (await parts(home, key, n)).items():
-            lines.append(line(name, spent))
+            lines.append(f"{name:<20} {spread(spent)}")
         return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__)
     parser.add_argument("--requests", type=int, default=3000, help="requests per variant")
+    parser.add_argument("--batch", type=int, default=100, help="requests per batch")
     args = parser.parse_args()
-    if args.requests < 20:
-        parser.error("--requests must be at least 20")
-    print("\n".join(asyncio.run(run(args.requests))))
+    if args.batch < 1 or args.requests < 2 * args.batch:
+        parser.error("--batch must be at least 1 and --requests at least two batches")
+    print("\n".join(asyncio.run(run(args.requests, args.batch))))
 
 
 if __name__ == "__main__":
