@@ -1,8 +1,9 @@
-"""Limits per key: requests per second (429 with Retry-After), open streams (429), and
-how long a key lookup is trusted."""
+"""Limits per key: requests per second (429 with Retry-After), open streams (429), how
+long a key lookup is trusted; and how long a request body may take (408)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,9 +11,11 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from schemas.tenant import ApiKey
 from services.gateway.errors import ApiError
+from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.rates import RateLimiter, StreamSlots
 from services.keys import hash_key
 from services.settings import Settings
@@ -175,3 +178,34 @@ def revoke(world: World, tenant: str, name: str) -> None:
 
 def _hash(plaintext: str) -> str:
     return hash_key(plaintext)
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_408() -> None:
+    reached: list[bool] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        reached.append(True)
+
+    never = asyncio.Event()
+    first = True
+
+    async def receive() -> Message:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": b'{"te', "more_body": True}
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    limited_app = BodyLimitMiddleware(app, limit=4096, timeout=0.05)
+    scope = {"type": "http", "method": "POST", "path": "/v1/specs", "headers": []}
+    await limited_app(scope, receive, send)
+    assert reached == []
+    assert sent[0]["status"] == 408
+    body = msgspec.json.decode(sent[1]["body"])
+    assert body["error"]["message"] == "the request body did not arrive within 0.05 s"
