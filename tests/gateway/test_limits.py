@@ -209,3 +209,29 @@ async def test_a_body_that_does_not_arrive_in_time_is_408() -> None:
     assert sent[0]["status"] == 408
     body = msgspec.json.decode(sent[1]["body"])
     assert body["error"]["message"] == "the request body did not arrive within 0.05 s"
+
+
+async def test_reads_that_hold_every_connection_do_not_queue_authentication(
+    tmp_path: Path,
+) -> None:
+    """Every connection of the read pool held by a slow read: a request that needs only
+    its key is still answered, and a read waits for a connection."""
+    settings = limited(tmp_path, read_connections=2, key_cache_seconds=0.0)
+    async with make_world(tmp_path, settings) as world:
+        projection = world.app.state.runtime.projection
+        release = asyncio.Event()
+
+        async def slow(_store: object) -> None:
+            await release.wait()
+
+        held = [asyncio.create_task(projection.read(slow)) for _ in range(2)]
+        me = await asyncio.wait_for(
+            world.client.get("/v1/me", headers=world.auth("read")), timeout=10
+        )
+        assert me.status_code == 200
+        queued = asyncio.create_task(world.client.get("/v1/agents", headers=world.auth("read")))
+        done, _ = await asyncio.wait({queued}, timeout=0.2)
+        assert not done
+        release.set()
+        await asyncio.gather(*held)
+        assert (await queued).status_code == 200
