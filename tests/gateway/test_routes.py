@@ -231,9 +231,14 @@ async def test_a_rebuilt_projection_is_read_again(world: World, tmp_path: Path) 
         keys = await seed(store, world.ingress)
         await store.record_events(timeline("acme.rebuilt", 1))
         world.keys = keys
-        await asyncio.sleep(0.6)  # the gateway checks for a replaced file twice a second
-        response = await world.client.get("/v1/agents/acme.rebuilt", headers=world.auth("read"))
-        assert response.status_code == 200
+        # The gateway checks for a replaced file twice a second: wait for it to notice.
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while True:
+            response = await world.client.get("/v1/agents/acme.rebuilt", headers=world.auth("read"))
+            if response.status_code == 200 or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert response.status_code == 200, response.text
 
 
 def remove_projection(path: Path) -> None:
