@@ -3,6 +3,7 @@ model keeps going.
 
     python -m bench.context rounds --marks 10,100,1000
     python -m bench.context sustain --context 1024,4096 --turns 150
+    python -m bench.context share --turns 6
 
 `rounds`: one agent on the `script` model writing long replies with a small declared
 window (so it folds every few turns); at each mark, the mean over `--sample` turns of
@@ -13,6 +14,9 @@ turns, or as many as `--minutes` allow (a failed turn is counted and the chat go
 prints the turns that succeeded, the first failure, the folds, the model rounds, the
 largest prompt, the milliseconds per turn, and the share of prompt tokens served from
 the cache in the round right after each fold and in every round from the first fold on.
+`share`: one agent on the example spec, short turns one after another on SmolLM2: the
+share of each turn's wall time (at the ingress client) spent outside the model's own
+measured time (its queue, its first token, its generation), which is the runtime's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -41,7 +45,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.settings import Settings
 from services.specs import load_spec
-from services.stack import Endpoint, RestateServer, isolated_settings, register
+from services.stack import Stack, isolated_settings
 from services.stack.journal import RestateAdmin
 
 SCRIPT_SPEC = AgentSpec(
@@ -63,15 +67,8 @@ QUESTIONS = (
 @contextmanager
 def stack(home: Path, **overrides: object) -> Iterator[Settings]:
     settings = isolated_settings(home, **overrides)
-    restate, endpoint = RestateServer(settings), Endpoint(settings)
-    restate.start()
-    try:
-        endpoint.start()
-        register(settings)
+    with Stack(settings, gateway=False):
         yield settings
-    finally:
-        restate.stop()
-        endpoint.stop()
 
 
 def wake(settings: Settings, address: str, text: str, spec: AgentSpec) -> tuple[WakeResult, str]:
@@ -193,6 +190,45 @@ def summarize(context: int, outcomes: list[str], events: list[Event], seconds: f
     )
 
 
+def share(turns: int) -> tuple[list[float], list[float]]:
+    """Each turn's wall seconds at the client, and the model's own seconds in it: one agent
+    on the example spec, after one warm-up turn of another agent (the model's load)."""
+    spec = load_spec(EXAMPLE_SPEC)
+    walls: list[float] = []
+    with tempfile.TemporaryDirectory() as home, stack(Path(home)) as s:
+        wake(s, "bench.warm-up", QUESTIONS[0], spec)
+        for turn in range(turns):
+            started = time.perf_counter()
+            wake(s, "bench.share", QUESTIONS[turn % len(QUESTIONS)], spec)
+            walls.append(time.perf_counter() - started)
+        with closing(Ingress(s.ingress_url)) as ingress:
+            events = all_events(ingress, "bench.share")
+    model = [0.0] * turns
+    for event in events:
+        if isinstance(event.body, ModelMessage) and 0 < event.turn <= turns:
+            model[event.turn - 1] += model_seconds(event.body)
+    return walls, model
+
+
+def model_seconds(message: ModelMessage) -> float:
+    """The call's queue, its first token, then its other tokens at the measured rate."""
+    timing, tokens = message.timing, message.usage.completion_tokens
+    generating = (tokens - 1) / timing.tokens_per_second if timing.tokens_per_second else 0.0
+    return timing.queue_seconds + timing.first_token_seconds + max(generating, 0.0)
+
+
+def print_share(turns: int) -> None:
+    walls, model = share(turns)
+    print("turn  wall ms  model ms  outside the model")
+    for n, (wall, own) in enumerate(zip(walls, model, strict=True), 1):
+        print(f"{n:>4}  {wall * 1000:>7.0f}  {own * 1000:>8.0f}  {1 - own / wall:>16.1%}")
+    outside = sum(walls) - sum(model)
+    print(
+        f"all   {sum(walls) * 1000:>7.0f}  {sum(model) * 1000:>8.0f}  {outside / sum(walls):>16.1%}"
+        f"   ({outside * 1000 / turns:.0f} ms a turn outside the model)"
+    )
+
+
 def all_events(ingress: Ingress, address: str) -> list[Event]:
     events: list[Event] = []
     while True:
@@ -285,10 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument(
         "--minutes", type=float, default=0, help="per window: start no turn after this (0: none)"
     )
+    h = sub.add_parser("share")
+    h.add_argument("--turns", type=int, default=6)
     args = parser.parse_args(argv)
     try:
         if args.what == "rounds":
             print_rounds(sorted(args.marks), args.sample)
+        elif args.what == "share":
+            print_share(args.turns)
         else:
             print_sustained(args.context, args.turns, args.minutes)
     except KeyboardInterrupt:
