@@ -6,8 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from schemas.events import (
-    BODY_TAGS,
     ApprovalAbandoned,
     ApprovalAnswered,
     ApprovalRefused,
@@ -45,7 +46,8 @@ def describe(event: Event) -> str:
 
 
 def _unnamed(event: Event, body: Any) -> str:
-    return BODY_TAGS.get(type(body), "an event this version of teaspill cannot show")
+    tag = body.__struct_config__.tag if isinstance(body, msgspec.Struct) else None
+    return str(tag) if tag else "an event this version of teaspill cannot show"
 
 
 def _arguments(arguments: dict[str, Any]) -> str:
