@@ -43,7 +43,9 @@ def read(settings: Settings) -> dict[str, Any]:
 
 
 def pids(record: dict[str, Any]) -> dict[str, int]:
-    listed = record.get("pids", record)  # a record of an older version holds only pids
+    listed = record.get("pids")
+    if not isinstance(listed, dict):
+        return {}
     return {str(k): int(v) for k, v in listed.items() if isinstance(v, int)}
 
 
