@@ -32,7 +32,7 @@ def new_key(tenant: str, scope: Scope, now: datetime, name: str = "") -> tuple[s
 
 
 def valid_name(name: str) -> bool:
-    return re.match(NAME_PATTERN, name) is not None
+    return re.fullmatch(NAME_PATTERN, name) is not None
 
 
 def signature(key_id: str, name: str) -> str:

@@ -191,3 +191,13 @@ def test_the_boundary_explains_what_a_user_can_cause(
 
 def test_a_bug_is_not_dressed_as_a_sentence_a_user_caused() -> None:
     assert explain(KeyError("spec")) is None
+
+
+@pytest.mark.parametrize("name", ["alice\n", "a" * 61, "bob;rm"])
+def test_a_key_name_that_cannot_be_used_is_refused_before_anything_is_reached(
+    name: str, stack_down: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keys", "create", "acme", "--name", name]) == 2
+    _, err = capsys.readouterr()
+    assert err.startswith("teaspill: The key name ")
+    assert "up to 60 letters, digits" in err
