@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import types
 import typing
 from datetime import UTC, datetime
@@ -101,6 +102,7 @@ def test_an_unexpected_error_is_a_sentence_and_its_details_go_to_the_home(
     log = tmp_path / "logs" / "cli.log"
     assert str(log) in err
     assert "KeyError" in log.read_text()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600, "a traceback is the user's alone"
 
 
 def test_a_command_that_breaks_inside_prints_no_traceback(

@@ -22,6 +22,7 @@ import httpx
 import msgspec
 
 from schemas.address import InvalidAddressError
+from services.cli.home import write_private
 from services.client import ApiError
 from services.ingress import IngressError
 from services.settings import ConfigError
@@ -58,11 +59,9 @@ def guarded(run: Callable[[], int]) -> int:
 def _bug(error: Exception) -> tuple[str, int]:
     """Keep the traceback where a bug report can quote it; tell the user where."""
     path = Path(os.environ.get("TEASPILL_HOME") or ".teaspill") / BUG_LOG
+    heading = f"--- {datetime.now(UTC):%Y-%m-%d %H:%M:%S} teaspill {sys.argv[1:]}\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as log:
-            log.write(f"--- {datetime.now(UTC):%Y-%m-%d %H:%M:%S} teaspill {sys.argv[1:]}\n")
-            log.write("".join(traceback.format_exception(error)))
+        write_private(path, heading + "".join(traceback.format_exception(error)), append=True)
     except OSError:
         where = "it could not be written down"
     else:

@@ -9,7 +9,6 @@ stopped working (revoked) is replaced.
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 
 from schemas.address import parse_address
 from services.cli.errors import explain
+from services.cli.home import write_private
 from services.client import ApiError, Client
 from services.contracts import ADD_KEY
 from services.ingress import Ingress, IngressError
@@ -86,11 +86,7 @@ def _kept(settings: Settings) -> dict[str, str]:
 
 def _keep(settings: Settings, tenant: str, key: str) -> None:
     keys = {**_kept(settings), tenant: key}
-    path = _path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(keys, out)
+    write_private(_path(settings), json.dumps(keys))
 
 
 def offer_of(doors: Doors, tenant: str) -> Offer | None:

@@ -49,14 +49,20 @@ def pids(record: dict[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in listed.items() if isinstance(v, int)}
 
 
+def write_private(path: Path, text: str, *, append: bool = False) -> None:
+    """Write (or append) `text` to `path`, readable by the user alone: 0600, and its
+    folder 0700 when it is made here."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, 0o600)  # a file that was already there keeps its own mode otherwise
+        out.write(text)
+
+
 def write(settings: Settings, started: dict[str, int | None]) -> None:
     listen = {name: getattr(settings, name) for name in LISTEN}
-    path = run_file(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump({"pids": started, "listen": listen}, out)
-    path.chmod(0o600)
+    write_private(run_file(settings), json.dumps({"pids": started, "listen": listen}))
 
 
 def located(settings: Settings) -> Settings:

@@ -42,10 +42,7 @@ def _made_up_token(settings: Settings) -> str:
     """A live token for this stack, kept where a plane started by hand can read it."""
     token = secrets.token_urlsafe(24)
     path = settings.home / LIVE_TOKEN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(token)
+    home.write_private(path, token)
     print(
         f"Live text uses a token made up for this stack, kept in {path}: a plane you start "
         "by hand needs it as TEASPILL_LIVE_TOKEN (or set your own before `teaspill up`)."
