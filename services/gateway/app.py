@@ -74,7 +74,12 @@ def create_app(
         settings=config,
         projection=projection,
         ingress=ingress,
-        hub=Hub(projection, interval=_poll(config, poll_interval), queue_limit=queue_limit),
+        hub=Hub(
+            projection,
+            interval=_poll(config, poll_interval),
+            queue_limit=queue_limit,
+            page_bytes=config.page_max_bytes,
+        ),
         heartbeat=heartbeat,
         keys=KeyCache(ProjectionReader(path), ingress, config.key_cache_seconds),
         streams=StreamSlots(config.key_streams),

@@ -23,6 +23,7 @@ from schemas.live import LiveDelta
 from schemas.projection import Projected
 from services.gateway.live import WHOLE_TURN, LiveItem, LiveRounds, recorded_round
 from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
+from services.projection.store import Page
 
 FeedItem = Event | LiveItem
 Signal = Literal["idle", "lagged", "closed"]
@@ -80,8 +81,11 @@ class AgentFeed:
         interval: float,
         live_ttl: float,
         on_end: Callable[[AgentFeed], None],
+        *,
+        page_bytes: int | None = None,
     ) -> None:
         self.agent = agent
+        self.page_bytes = page_bytes
         self.rounds = LiveRounds(agent)
         self.followers: set[Follower] = set()
         self.joining = 0
@@ -141,19 +145,19 @@ class AgentFeed:
     async def _poll(self) -> None:
         self._nudged.clear()
         try:
-            events = await self._projection.read(
-                lambda store: store.timeline(self.agent, self._cursor, PAGE)
+            page = await self._projection.read(
+                lambda store: store.page(self.agent, self._cursor, PAGE, max_bytes=self.page_bytes)
             )
         except ProjectionUnavailableError:
-            events = []
-        for event in events:
+            page = Page([], full=False)
+        for event in page.events:
             finished = recorded_round(event)
             if finished is not None:
                 self.rounds.supersede(finished)
             self.publish(event)
             self._cursor = event.seq
         self.rounds.expire(time.monotonic(), self._live_ttl)
-        if len(events) < PAGE:
+        if not page.full:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nudged.wait(), self._interval)
 
@@ -168,7 +172,10 @@ class Hub:
         interval: float = 1.0,
         queue_limit: int = 10_000,
         live_ttl: float = 600.0,
+        page_bytes: int | None = None,
     ) -> None:
+        """`page_bytes`: the most bytes of events a feed reads at once."""
+        self._page_bytes = page_bytes
         self._projection = projection
         self._interval = interval
         self._queue_limit = queue_limit
@@ -239,7 +246,14 @@ class Hub:
     def _feed(self, agent: str) -> AgentFeed:
         feed = self._feeds.get(agent)
         if feed is None:
-            feed = AgentFeed(agent, self._projection, self._interval, self._live_ttl, self._ended)
+            feed = AgentFeed(
+                agent,
+                self._projection,
+                self._interval,
+                self._live_ttl,
+                self._ended,
+                page_bytes=self._page_bytes,
+            )
             self._feeds[agent] = feed
         return feed
 

@@ -17,6 +17,7 @@ from schemas.events import Event
 from services.gateway.feeds import PAGE, FeedItem, Hub
 from services.gateway.live import LiveItem, LiveView
 from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
+from services.projection.store import Page
 
 Keepalive = Literal["keepalive"]
 Followed = Event | LiveItem | Keepalive
@@ -41,16 +42,16 @@ class _Position:
         """Every recorded event after `last` (up to `upto`), from the projection."""
         while upto is None or self.last < upto:
             page = await self._page(self.last)
-            for event in page:
+            for event in page.events:
                 if upto is not None and event.seq > upto:
                     return
                 yield self.record(event)
-            if not page:
+            if not page.full:
                 return
 
-    async def _page(self, after: int) -> list[Event]:
+    async def _page(self, after: int) -> Page:
         return await self.projection.read(
-            lambda store: store.timeline(self.agent, after, PAGE, max_bytes=self.page_bytes)
+            lambda store: store.page(self.agent, after, PAGE, max_bytes=self.page_bytes)
         )
 
     def record(self, event: Event) -> Event:

@@ -88,6 +88,14 @@ class AgentRow:
 
 
 @dataclass(frozen=True)
+class Page:
+    events: list[Event]
+    full: bool
+    """Whether the read stopped at its limit or its bytes, so more may follow at once (not
+    at the newest event, nor at one not written yet)."""
+
+
+@dataclass(frozen=True)
 class ApprovalRow:
     turn: int
     answered: bool
@@ -170,6 +178,12 @@ class ProjectionStore:
     async def timeline(
         self, agent: str, after_seq: int = 0, limit: int = 100, *, max_bytes: int | None = None
     ) -> list[Event]:
+        """`page`'s events."""
+        return (await self.page(agent, after_seq, limit, max_bytes=max_bytes)).events
+
+    async def page(
+        self, agent: str, after_seq: int = 0, limit: int = 100, *, max_bytes: int | None = None
+    ) -> Page:
         """The events after `after_seq`, up to the first one not written yet: a reader
         never skips an event that lands late (batches of different wakes can be written
         out of order, e.g. while the projector catches up after a restart). With
@@ -179,14 +193,17 @@ class ProjectionStore:
             "select seq, event from events where agent = ? and seq > ? order by seq limit ?",
             (agent, after_seq, limit),
         )
+        rows = list(await cursor.fetchall())
         events: list[Event] = []
         size = 0
-        for expected, (seq, raw) in enumerate(await cursor.fetchall(), start=after_seq + 1):
+        for expected, (seq, raw) in enumerate(rows, start=after_seq + 1):
             size += len(raw)
-            if seq != expected or (max_bytes is not None and size > max_bytes and events):
-                break
+            if seq != expected:
+                return Page(events, full=False)
+            if max_bytes is not None and size > max_bytes and events:
+                return Page(events, full=True)
             events.append(msgspec.json.decode(raw, type=Event))
-        return events
+        return Page(events, full=len(rows) >= limit)
 
     async def recent(self, agent: str, max_bytes: int) -> list[Event]:
         """The newest events whose stored JSON fits in `max_bytes` (at least the newest

@@ -76,3 +76,38 @@ async def test_an_ag_ui_history_holds_the_newest_whole_turns_that_fit(tmp_path: 
         assert messages[0]["content"] == "question 2"
     async with make_world(tmp_path / "big", bounded(tmp_path / "big")) as world:
         assert len(await world.store.recent("acme.alpha", 4 * 1024 * 1024)) == 12
+
+
+async def test_a_page_says_whether_more_may_follow_at_once(tmp_path: Path) -> None:
+    async with make_world(tmp_path) as world:
+        store = world.store
+        assert (await store.page("acme.alpha", 0, 5)).full
+        cut = await store.page("acme.alpha", 0, 500, max_bytes=600)
+        assert cut.full
+        assert 0 < len(cut.events) < 12
+        end = await store.page("acme.alpha", 0, 500)
+        assert (len(end.events), end.full) == (12, False)
+        later = await store.timeline("acme.beta", 0, 500)
+        await world.record([msgspec.structs.replace(later[-1], seq=9)])
+        gap = await store.page("acme.beta", 0, 500)
+        assert (len(gap.events), gap.full) == (6, False)
+
+
+async def test_a_follower_gets_every_event_through_pages_bounded_in_bytes(
+    tmp_path: Path,
+) -> None:
+    async with make_world(tmp_path, bounded(tmp_path, page_max_bytes=1024)) as world:
+        request = world.streams.build_request(
+            "GET", "/v1/agents/acme.alpha/events", headers=world.auth("read")
+        )
+        response = await world.streams.send(request, stream=True)
+        try:
+            seqs: list[int] = []
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    seqs.append(int(line[4:]))
+                if seqs and seqs[-1] == 12:
+                    break
+        finally:
+            await response.aclose()
+        assert seqs == list(range(1, 13))
