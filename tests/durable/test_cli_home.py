@@ -5,8 +5,6 @@ deployment what it offers, and a turn that falls back to another model reads as 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 from services.executor.scripted import script
 from services.stack import isolated_settings, settings_env
+from tests.durable.test_cli_stack import teaspill
 
 pytestmark = pytest.mark.durable
 
@@ -31,17 +30,6 @@ instructions = "Follow the script."
 model = "faraway"
 fallback = ["script"]
 """
-
-
-def teaspill(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def teaspill(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,  # a ceiling for `up`, which starts every part
         check=False,
     )
 
