@@ -197,6 +197,10 @@ def bench_settings(home: Path) -> Settings:
         live_token="",
         notify_token=secrets.token_urlsafe(16),
         observer_modules=(),
+        # The followers share one read key: the per-key limits (`bench.gateway` measures
+        # their cost) would refuse them past a handful of streams.
+        key_rate=0.0,
+        key_streams=10_000,
     )
 
 
