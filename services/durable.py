@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import restate
 
@@ -77,6 +77,27 @@ async def call(
         handler.service, handler.name, handler.encode(value), key=key if handler.keyed else None
     )
     return handler.decode(raw)
+
+
+class Asked(Generic[Out]):
+    """A request-response call made already, whose answer is awaited later (`ask`)."""
+
+    def __init__(self, handler: Handler[Any, Out], raw: Awaitable[bytes]) -> None:
+        self._handler = handler
+        self._raw = raw
+
+    async def answer(self) -> Out:
+        return self._handler.decode(await self._raw)
+
+
+def ask(
+    ctx: restate.Context, handler: Handler[In, Out], value: In, *, key: str | None = None
+) -> Asked[Out]:
+    """`call`, made at once and awaited later: the callee works while the handler does."""
+    raw = ctx.generic_call(
+        handler.service, handler.name, handler.encode(value), key=key if handler.keyed else None
+    )
+    return Asked(handler, raw)
 
 
 def send(

@@ -64,7 +64,7 @@ from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import grants
 from schemas.state import AgentRecord, TimelineMark
-from schemas.tenant import SpecQuery
+from schemas.tenant import SpecAnswer, SpecQuery
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WORKSPACE_TOOLS, WorkspaceCall
 from services.agent.books import Books, Clock, model_events
@@ -88,7 +88,7 @@ from services.agent.pipeline import BudgetExceededError, Pipeline, needs_clock
 from services.agent.store import Store
 from services.agent.timeline import Sink, Timeline
 from services.contracts import GENERATE, LATEST_SPEC, WAKE, WORKSPACE_CALL
-from services.durable import CANCELLED, call, send, step_options
+from services.durable import CANCELLED, Asked, ask, call, send, step_options
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import answer, parse
 from services.tools.registry import ToolRegistry
@@ -137,8 +137,14 @@ class Driver:
         self._store = Store(ctx)
         self._pipeline = Pipeline(definitions(tools))
         self._clock = Clock()
+        self._asked: tuple[str, Asked[SpecAnswer]] | None = None
+        """A message naming its kind has its spec asked for before the record is read,
+        so the tenant answers while the record is read: a round trip fewer before the
+        turn starts."""
 
     async def run(self, wake: Wake) -> WakeResult:
+        if isinstance(wake, Message) and wake.kind and wake.spec is None:
+            self._asked = (wake.kind, self._ask_spec(wake.kind))
         started = self._ctx.run_typed(CLOCK_STEP, _now, step_options(float))
         record = await self._store.record(started)  # the clock is read with the record
         self._clock = self._clock.saw(await started)
@@ -186,9 +192,7 @@ class Driver:
             case Remember(index=index, segment=segment):
                 self._store.write_segment(index, segment)
             case FindSpec(message=message, kind=kind, direct=direct):
-                tenant = parse_address(self._address).tenant
-                found = await call(self._ctx, LATEST_SPEC, SpecQuery(kind), key=tenant)
-                return SpecFound(message, found.spec, direct)
+                return SpecFound(message, (await self._spec(kind)).spec, direct)
             case Drive(turn=turn):
                 return await self._drive(turn, record)
             case RefuseWake(status=status_code, sentence=sentence):
@@ -214,6 +218,16 @@ class Driver:
             case Wait(pending=pending):
                 self._add(Waiting(pending))
         return Ack() if isinstance(step, Command) else None
+
+    def _ask_spec(self, kind: str) -> Asked[SpecAnswer]:
+        """Ask the tenant for the newest published spec of `kind`."""
+        tenant = parse_address(self._address).tenant
+        return ask(self._ctx, LATEST_SPEC, SpecQuery(kind), key=tenant)
+
+    async def _spec(self, kind: str) -> SpecAnswer:
+        """The answer to the question `run` asked, if it was about `kind`; else asked now."""
+        asked, self._asked = self._asked, None
+        return await (asked[1] if asked and asked[0] == kind else self._ask_spec(kind)).answer()
 
     async def _drive(self, turn: TurnState, record: AgentRecord) -> Input:
         """Run the harness until the turn pauses or ends; a stop (the invocation's

@@ -5,12 +5,14 @@ the one-way sends a wake makes are delivered by the test, as Restate would."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, cast
 
 import msgspec
 import pytest
 import restate
+from restate.serde import Serde
 
 from schemas.events import (
     ApprovalRequested,
@@ -20,16 +22,18 @@ from schemas.events import (
     ModelMessage,
     ToolFinished,
     TurnEnded,
+    TurnStarted,
     WakeResult,
 )
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch
 from schemas.spec import AgentSpec
+from schemas.tenant import SpecAnswer, SpecQuery
 from schemas.wake import Approval, Message, Timer, Wake, WakeEnvelope
 from services.agent.driver import Driver
-from services.agent.inline import InlineContext, Sent
+from services.agent.inline import Call, InlineContext, Sent
 from services.agent.store import Reader
-from services.contracts import WAKE
+from services.contracts import LATEST_SPEC, WAKE
 from services.durable import CANCELLED, step_options
 from services.effects.ledger import MemoryLedger
 from services.executor.scripted import follow_directives, script
@@ -89,6 +93,24 @@ class Projection:
         return [by_seq[seq] for seq in sorted(by_seq)]
 
 
+class Recording(InlineContext):
+    """Logs the calls a wake makes and the state it reads, as it makes them."""
+
+    log: list[str]
+
+    def generic_call(
+        self, service: str, handler: str, arg: bytes, key: str | None = None
+    ) -> asyncio.Future[bytes]:
+        self.log.append(f"call {service}/{handler}")
+        return super().generic_call(service, handler, arg, key)
+
+    def get(
+        self, name: str, serde: Serde[Any] | None = None, type_hint: type | None = None
+    ) -> asyncio.Future[Any]:
+        self.log.append(f"read {name}")
+        return super().get(name, serde, type_hint)
+
+
 class Agents:
     """Agents in this process: each one's object state, and the sends their wakes made
     that no one has delivered yet."""
@@ -99,12 +121,25 @@ class Agents:
         self.projection = Projection()
         self.states: dict[str, dict[str, bytes]] = {}
         self.outbox: list[Sent] = []
+        self.published: dict[str, AgentSpec] = {}
+        self.asked: list[str] = []
+        """The kinds wakes asked the tenant for, in order."""
+        self.log: list[str] = []
+        """The calls wakes made and the state keys they read, in order."""
         self._wakes = 0
+
+    async def latest(self, raw: bytes) -> bytes:
+        """The tenant's answer to a wake that asks for the newest spec of a kind."""
+        kind = msgspec.json.decode(raw, type=SpecQuery).kind
+        self.asked.append(kind)
+        return msgspec.json.encode(SpecAnswer(self.published.get(kind)))
 
     async def wake(self, address: str, wake: Wake) -> WakeResult:
         self._wakes += 1
         state = self.states.setdefault(address, {})
-        inline = InlineContext(address, state, f"inv_{self._wakes}")
+        calls: dict[tuple[str, str], Call] = {(LATEST_SPEC.service, LATEST_SPEC.name): self.latest}
+        inline = Recording(address, state, f"inv_{self._wakes}", calls)
+        inline.log = self.log
         ctx = cast(restate.ObjectContext, inline)
         driver = Driver(ctx, address, self.tools, sink=self.projection, model=self.model)
         try:
@@ -149,6 +184,21 @@ async def test_a_turn_of_rounds_runs_its_tools_and_replies(agents: Agents) -> No
     events = agents.events(ME)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert result.status.last_seq == len(events)
+
+
+async def test_a_message_naming_its_kind_runs_the_published_spec_asked_for_once(
+    agents: Agents,
+) -> None:
+    """The wake asks for the spec as it starts, before the record is read, and uses that
+    answer: the tenant is asked once a turn."""
+    agents.published["helper"] = msgspec.structs.replace(SPEC, kind="helper", version=2)
+    first = await agents.wake(ME, Message(script({"reply": "one"}), kind="helper"))
+    assert (first.reply, agents.asked) == ("one", ["helper"])
+    assert agents.log[:2] == ["call Tenant/spec", "read agent"]
+    second = await agents.wake(ME, Message(script({"reply": "two"}), kind="helper"))
+    assert (second.reply, agents.asked) == ("two", ["helper", "helper"])
+    started = agents.bodies(ME, TurnStarted)
+    assert [(b.spec_kind, b.spec_version) for b in started] == [("helper", 2), ("helper", 2)]
 
 
 async def test_the_record_is_written_once_and_read_back_by_the_next_turn(agents: Agents) -> None:
