@@ -1,11 +1,13 @@
-"""An ASGI lifespan for the Restate app, which has none of its own: at startup, settle the
-heap; on shutdown, close what the process holds open (database connections, model
-threads), so SIGTERM ends it."""
+"""An ASGI lifespan for the Restate app, which has none of its own: at startup, widen the
+step pool and settle the heap; on shutdown, close what the process holds open (database
+connections, model threads), so SIGTERM ends it."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -18,6 +20,19 @@ YOUNG_OBJECTS = 10_000
 """Allocations (less frees) between two collections of the youngest generation; Python's
 default is 700. A round allocates a few thousand objects that die young, most of them
 freed by reference counting before a collection would see them."""
+
+
+STEP_THREADS = 64
+"""Threads of the event loop's default pool, where the Restate SDK runs every synchronous
+step (a plugin tool's call, the effect ledger's requests) and `asyncio.to_thread` runs the
+workspace's watchdog. Python's default on 2 cores is 6: six tool calls waiting out their
+deadline would hold every step of every other agent that long."""
+
+
+def widen_step_pool() -> None:
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="step")
+    )
 
 
 def settle_heap() -> None:
@@ -44,6 +59,7 @@ def with_shutdown(app: ASGIApp, closers: list[Closer]) -> ASGIApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                widen_step_pool()
                 settle_heap()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
