@@ -8,6 +8,7 @@ cached prompt tokens are reported), every known spelling is read.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +42,22 @@ def request_body(
     return body
 
 
+def wire_name(name: str) -> str:
+    """A tool's name as OpenAI-compatible servers accept it (letters, digits, `_` and `-`):
+    an MCP tool's `mcp:SERVER/TOOL` goes as `mcp_SERVER__TOOL`. A reply's name is mapped
+    back through the request's tools (`_tool_call`)."""
+    return _NOT_WIRE.sub("_", name.replace("/", "__"))
+
+
+_NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]")
+
+
 def _tool(tool: ToolDefinition) -> dict[str, Any]:
-    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    function = {
+        "name": wire_name(tool.name),
+        "description": tool.description,
+        "parameters": tool.parameters,
+    }
     return {"type": "function", "function": function}
 
 
@@ -53,7 +68,10 @@ def _message(message: ChatMessage) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                "function": {
+                    "name": wire_name(call.name),
+                    "arguments": json.dumps(call.arguments),
+                },
             }
             for call in message.tool_calls
         ]
@@ -148,7 +166,9 @@ class StreamedReply:
                 f"(tool {call.name or '(no name)'!r}, arguments {call.arguments[:80]!r})."
             )
         seen = sum(len(message.tool_calls) for message in request.messages)
-        return ToolCall(id=call.id or f"call_{seen + n}", name=call.name, arguments=arguments)
+        named = {wire_name(tool.name): tool.name for tool in request.tools}
+        name = named.get(call.name, call.name)
+        return ToolCall(id=call.id or f"call_{seen + n}", name=name, arguments=arguments)
 
     def _usage(self) -> Usage:
         usage = self.usage

@@ -131,3 +131,29 @@ def test_withheld_tools_are_left_out_and_with_none_left_none_may_be_called() -> 
     every = request_body("m", msgspec.structs.replace(REQUEST, withheld=("add", "echo")), 8)
     assert [tool["function"]["name"] for tool in every["tools"]] == ["add", "echo"]
     assert every["tool_choice"] == "none"
+
+
+def test_an_mcp_tool_goes_by_a_name_servers_accept_and_comes_back_by_its_own() -> None:
+    clock = ToolDefinition("mcp:time/get_current_time", "The time.")
+    asked = ToolCall("call_0", "mcp:time/get_current_time", {})
+    request = msgspec.structs.replace(
+        REQUEST,
+        messages=(
+            *REQUEST.messages[:2],
+            ChatMessage(role="assistant", content="", tool_calls=(asked,)),
+        ),
+        tools=(clock, ADD),
+    )
+    body = request_body("m", request, 8)
+    assert [t["function"]["name"] for t in body["tools"]] == ["add", "mcp_time__get_current_time"]
+    assert body["messages"][2]["tool_calls"][0]["function"]["name"] == "mcp_time__get_current_time"
+    reply = StreamedReply("remote")
+    piece = {
+        "index": 0,
+        "id": "x",
+        "function": {"name": "mcp_time__get_current_time", "arguments": "{}"},
+    }
+    reply.add(chunk(tool_calls=[piece], finish="tool_calls"))
+    assert reply.reply(request).message.tool_calls == (
+        ToolCall("x", "mcp:time/get_current_time", {}),
+    )
