@@ -116,9 +116,10 @@ def granted(spec: AgentSpec, known: Iterable[str]) -> dict[str, Policy]:
 
 
 def narrowed(parent: AgentSpec, wanted: list[str] | None) -> AgentSpec:
-    """A child's spec: the parent's, with grants cut down to `wanted` (never widened)."""
+    """A child's spec: the parent's, with grants cut down to `wanted` (never widened): a
+    wanted tool under a whole-server grant (`mcp:time/now` under `mcp:time/*`) is kept
+    with that grant's policy."""
     if wanted is None:
         return parent
-    own = grants(parent)
-    kept = {name: own[name] for name in wanted if name in own}
+    kept = {found: p for name in wanted for found, p in granted(parent, (name,)).items()}
     return msgspec.structs.replace(parent, tools=kept)

@@ -7,7 +7,7 @@ from pathlib import Path
 import mcp_types
 import pytest
 
-from schemas.spec import AgentSpec, granted
+from schemas.spec import AgentSpec, granted, narrowed
 from services.mcp.config import Secret, SecretMissingError, load_servers, resolved
 from services.mcp.hub import content_text
 from services.settings import ConfigError
@@ -120,3 +120,11 @@ def test_results_keep_text_and_name_what_is_left_out() -> None:
         content_text(answer)
         == "hello\n[image content (image/png) left out: only text reaches the model]"
     )
+
+
+def test_a_child_may_be_given_one_tool_of_a_server_its_parent_has_whole() -> None:
+    parent = AgentSpec(
+        kind="k", instructions="", tools={"mcp:time/*": "ask", "calculator": "allow"}
+    )
+    child = narrowed(parent, ["mcp:time/now", "mcp:other/now", "calculator"])
+    assert child.tools == {"mcp:time/now": "ask", "calculator": "allow"}
