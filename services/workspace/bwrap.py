@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.sandbox import CommandLimits
+from services.workspace.files import WORKSPACE_UMASK
 from services.workspace.network import RESOLV_CONF
 from services.workspace.seccomp import SeccompUnavailableError
 from services.workspace.seccomp import program as seccomp_program
@@ -152,7 +153,9 @@ def bwrap_argv(
     else:
         argv += ["--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000"]
         argv += ["--", *limits]
-    return [*argv, "/bin/sh", "-c", command]
+    # The endpoint's own umask (077) would keep what the command writes from a child the
+    # workspace is lent to (`files.LENT_MODE`).
+    return [*argv, "/bin/sh", "-c", f"umask {WORKSPACE_UMASK:03o}; {command}"]
 
 
 def prlimit_argv(limits: CommandLimits, file_bytes: int) -> list[str]:

@@ -65,12 +65,21 @@ class Workspace:
             os.chown(path, self.uid, self.uid, follow_symlinks=False)
 
 
+LENT_MODE = 0o755
+"""A workspace's folders (and `WORKSPACE_UMASK` for what is written in them) let the
+agent's children, each running as a uid of its own, read it where it is lent to them. The
+home around the workspaces is private to the service user (0700), so nobody else on the
+host reaches them, and a sandbox mounts no workspace but its own and the one lent to it."""
+WORKSPACE_UMASK = 0o022
+
+
 def open_workspace(home: Path, address: str, quota_bytes: int) -> Workspace:
     tenant = parse_address(address).tenant
     root = home / "workspaces" / tenant / address
     workspace = Workspace(root, workspace_uid(address), quota_bytes)
     if not root.is_dir():
-        root.mkdir(parents=True, mode=0o755)
+        root.mkdir(parents=True)
+        root.chmod(LENT_MODE)
         workspace.own(root)
     return workspace
 
@@ -191,6 +200,8 @@ def _open_regular(path: Path, relative: str, flags: int) -> int:
     descriptor = os.open(path, flags | _NO_WAIT, 0o644)
     try:
         _refuse_unless_regular(os.fstat(descriptor).st_mode, relative)
+        if found is None:
+            os.fchmod(descriptor, 0o644)
     except WorkspaceError:
         os.close(descriptor)
         raise
@@ -236,7 +247,8 @@ def _make_parents(workspace: Workspace, path: Path) -> list[Path]:
     missing = [p for p in reversed(path.parents) if p.is_relative_to(base)]
     created = [p for p in missing if _lstat(p) is None]
     for folder in created:
-        folder.mkdir(mode=0o755)
+        folder.mkdir()
+        folder.chmod(LENT_MODE)
     return created
 
 
