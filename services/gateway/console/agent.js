@@ -204,11 +204,16 @@ export class AgentPage {
   }
 
   showRow(row) {
-    this.statusNode.textContent = row.status;
-    this.statusNode.className = `status ${row.status}`;
-    const stop = this.node.querySelector("#stop");
-    if (stop) stop.hidden = !IN_A_TURN.includes(row.status);
+    this.showStatus(row.status);
     this.metaNode.textContent = `${row.kind} v${row.spec_version} · turn ${row.turn} · ${row.last_seq} events`;
+  }
+
+  // Stop shows only while a turn is under way.
+  showStatus(status) {
+    this.statusNode.textContent = status;
+    this.statusNode.className = `status ${status}`;
+    const stop = this.node.querySelector("#stop");
+    if (stop) stop.hidden = !IN_A_TURN.includes(status);
   }
 
   settleLive(event) {
@@ -278,8 +283,7 @@ export class AgentPage {
     this.kindChoice = null;
     this.kindSlot.replaceChildren();
     this.followFrom = 0;
-    this.statusNode.textContent = "running";
-    this.statusNode.className = "status running";
+    this.showStatus("running");
     this.startFollow();
   }
 
