@@ -51,6 +51,11 @@ def parse_address(text: str) -> Address:
     return Address(tenant=segments[0], path=tuple(segments[1:]))
 
 
+def tenant_of(address: str) -> str:
+    """The tenant a valid address names: its first part, without parsing the rest."""
+    return address.split(".", 1)[0]
+
+
 def child_address(parent: Address, turn: int, round_: int, index: int) -> Address:
     """The address of the child spawned by the `index`-th call of a round.
 

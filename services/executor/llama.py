@@ -17,9 +17,10 @@ import numpy.typing as npt
 from llama_cpp.llama_grammar import LlamaGrammar
 from llama_cpp.llama_types import CreateCompletionStreamResponse as CompletionChunk
 
+from schemas.address import tenant_of
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition, canonical
 from schemas.model import FinishReason, ModelReply, ModelRequest, Usage
-from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore, tenant_of
+from services.executor.prompt_cache import AgentCache, LlamaSequence, PrefixStore
 from services.executor.protocol import TextSink, discard
 from services.executor.timing import Stopwatch
 

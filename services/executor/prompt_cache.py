@@ -25,6 +25,8 @@ from typing import Protocol
 
 import llama_cpp
 
+from schemas.address import tenant_of
+
 
 class SequenceState(Protocol):
     """The one sequence a model holds: its tokens, and its state as bytes."""
@@ -38,11 +40,6 @@ class SequenceState(Protocol):
     def clear(self) -> None:
         """Hold nothing: the next call evaluates its whole prompt."""
         ...
-
-
-def tenant_of(agent: str) -> str:
-    """The tenant an agent's address names (its first part)."""
-    return agent.split(".", 1)[0]
 
 
 @dataclass(frozen=True)

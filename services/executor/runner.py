@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import msgspec
 import restate
 
+from schemas.address import tenant_of
 from schemas.model import Fallback, ModelReply, ModelRequest
 from services.durable import CANCELLED, Cancelled, StepRefusedError, cancellable_step
 from services.executor.chat_api import ModelError
@@ -74,7 +75,7 @@ class ModelRunner:
 
     async def step(self, ctx: restate.Context, request: ModelRequest) -> ModelReply:
         """The round's model step, as journaled steps of `ctx`'s invocation."""
-        local_only = request.local_only or request.agent.split(".", 1)[0] in self._tenants
+        local_only = request.local_only or tenant_of(request.agent) in self._tenants
         chain = self._chain(request, local_only=local_only)
         fallbacks: list[Fallback] = []
         for name, following in zip(chain, [*chain[1:], None], strict=True):
