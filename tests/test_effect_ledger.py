@@ -9,8 +9,8 @@ from typing import Any
 
 from schemas.chat import ToolCall, ToolDefinition
 from services.effects.ledger import MemoryLedger
-from services.tools.base import FunctionTool, ToolContext
-from services.tools.registry import UNKNOWN_OUTCOME, ToolRegistry
+from services.tools.base import UNKNOWN_OUTCOME, FunctionTool, ToolContext
+from services.tools.registry import ToolRegistry
 
 KEY = "acme.bot/1/1/call_0"
 CALL = ToolCall("call_0", "charge", {"cents": 5})

@@ -30,8 +30,7 @@ from schemas.mcp import PREFIX, McpCatalog, McpTool
 from services.effects.ledger import EffectLedger
 from services.mcp.client import call_tool, connected, list_tools
 from services.mcp.config import Secret, SecretMissingError, Server
-from services.tools.base import capped
-from services.tools.registry import UNKNOWN_OUTCOME
+from services.tools.base import UNKNOWN_OUTCOME, capped
 
 log = logging.getLogger("teaspill.mcp")
 NAME_PART = re.compile(r"^mcp:([a-z0-9][a-z0-9_-]{0,31})/(.+)$")

@@ -9,6 +9,12 @@ from typing import Any, Protocol
 
 from schemas.chat import ToolDefinition
 
+UNKNOWN_OUTCOME = (
+    "The process running this tool stopped before the tool finished, so it may or may not "
+    "have taken effect. It was not run again."
+)
+"""What the model reads of a side-effecting call whose step was interrupted after it began:
+the effect ledger holds its start and no result."""
 RESULT_LIMIT = 16_000
 """Characters of a tool's result that are kept (in the journal, on the timeline, for the
 model); past it the result is cut, with a marker saying how much was cut."""

@@ -15,17 +15,12 @@ from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
 from services.config import plugin
 from services.effects.ledger import EffectLedger
-from services.tools.base import Tool, ToolContext, ToolError, capped
+from services.tools.base import UNKNOWN_OUTCOME, Tool, ToolContext, ToolError, capped
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.deadline import DEFAULT_SECONDS, OutcomeUnknownError, WithDeadline
 
 if TYPE_CHECKING:
     from services.mcp.hub import McpHub
-
-UNKNOWN_OUTCOME = (
-    "The process running this tool stopped before the tool finished, so it may or may not "
-    "have taken effect. It was not run again."
-)
 
 
 log = logging.getLogger(__name__)
