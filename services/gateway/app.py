@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
@@ -20,6 +21,7 @@ from services.gateway.console import router as console
 from services.gateway.feeds import Hub
 from services.gateway.keycache import KeyCache
 from services.gateway.limits import BodyLimitMiddleware
+from services.gateway.mcp_server import Mcp
 from services.gateway.openapi import component_schemas
 from services.gateway.quotas import Quotas
 from services.gateway.rates import RateLimiter, StreamSlots
@@ -86,10 +88,13 @@ def create_app(
         quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
     )
 
+    mcp = Mcp(rt)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await rt.close()
 
@@ -119,6 +124,7 @@ def create_app(
     )
     for router in routers:
         app.include_router(router)
+    app.router.routes.append(Route("/mcp", mcp.app))
     app.add_middleware(
         BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
     )

@@ -1,6 +1,6 @@
 """API keys: who is asking, for which tenant, with which scope.
 
-Every `/v1/` route but `/v1/health` needs `Authorization: Bearer tsk_<id>_<secret>`. The
+Every `/v1/` route but `/v1/health`, and `/mcp`, need `Authorization: Bearer tsk_<id>_<secret>`. The
 key is checked by middleware before anything else is read, so a request without a valid
 key learns nothing (401). An address of another tenant is answered exactly like an agent
 that does not exist (404), whatever the key's scope.
@@ -29,6 +29,8 @@ from services.keys import allows, hash_key, well_formed
 PRINCIPAL = "teaspill.principal"
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 PUBLIC = frozenset({"/v1/health"})
+MCP = "/mcp"
+"""The MCP endpoint (`mcp_server`): its key is checked here like any route's."""
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -46,7 +48,7 @@ class Principal:
 
 
 def needs_key(path: str) -> bool:
-    return path.startswith("/v1/") and path not in PUBLIC
+    return (path.startswith("/v1/") and path not in PUBLIC) or path == MCP
 
 
 async def authenticate(keys: KeyCache, header: str | None) -> Principal:

@@ -1,0 +1,131 @@
+"""teaspill as an MCP server, on a real stack: the `mcp` SDK's own streamable-HTTP client
+against the gateway's `/mcp`, with the gateway's API keys."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import msgspec
+import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+
+from services.executor.scripted import script
+from services.keys import new_key
+from tests.durable.conftest import eventually
+from tests.gateway.test_stack import CALCULATE, CREATED, GatewayStack, gateway_stack
+
+pytestmark = pytest.mark.durable
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    """The stack, with tenant beta's kind `private` published beside acme's `calc`."""
+    with gateway_stack(tmp_path_factory.mktemp("mcp-home")) as stack:
+        plaintext, key = new_key("beta", "admin", CREATED)
+        added = httpx.post(
+            f"{stack.settings.ingress_url}/Tenant/beta/add_key",
+            content=msgspec.json.encode(key),
+            headers={"content-type": "application/json"},
+            timeout=30,
+        )
+        assert added.status_code == 200, added.text
+        auth = {"Authorization": f"Bearer {plaintext}"}
+        spec = {"kind": "private", "instructions": "Be brief.", "model": "script"}
+        published = eventually(
+            lambda: (
+                stack.http.post("/v1/specs", json=spec, headers=auth).status_code == 201 or None
+            ),
+            60,
+            "tenant beta's key to publish",
+        )
+        assert published
+        yield stack
+
+
+def _mcp(gw: GatewayStack, key: str, work: Any) -> Any:
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {key}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(f"{gw.gateway.url}/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await work(session)
+
+    return asyncio.run(run())
+
+
+def test_the_sdk_client_lists_only_its_own_tenants_kinds(gw: GatewayStack) -> None:
+    async def names(session: ClientSession) -> list[str]:
+        listed = await session.list_tools()
+        return [tool.name for tool in listed.tools]
+
+    assert _mcp(gw, gw.key, names) == ["calc"]
+
+
+def test_a_call_sends_the_message_and_returns_the_reply(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> types.CallToolResult:
+        return await session.call_tool("calc", {"message": CALCULATE})
+
+    result = _mcp(gw, gw.key, call)
+    assert not result.is_error, result.content
+    assert _text(result) == "It is 42"
+    address = (result.structured_content or {})["agent"]
+    assert address.startswith("acme.")
+    shape = [str(e.body.__struct_config__.tag) for e in gw.timeline(address)]
+    assert shape[0] == "turn_started"
+    assert shape[-1] == "turn_ended"
+
+    async def again(session: ClientSession) -> types.CallToolResult:
+        reply = script({"reply": "still here"})
+        return await session.call_tool("calc", {"message": reply, "agent": address})
+
+    second = _mcp(gw, gw.key, again)
+    assert not second.is_error, second.content
+    assert (second.structured_content or {}) == {"agent": address, "reply": "still here"}
+    turns = {e.turn for e in gw.timeline(address)}
+    assert len(turns) == 2
+
+
+def test_another_tenants_kind_and_agents_cannot_be_called(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> list[types.CallToolResult]:
+        kind = await session.call_tool("private", {"message": "hello"})
+        agent = await session.call_tool("calc", {"message": "hi", "agent": "beta.someone"})
+        return [kind, agent]
+
+    kind, agent = _mcp(gw, gw.key, call)
+    assert kind.is_error
+    assert "no spec of kind 'private'" in _text(kind)
+    assert agent.is_error
+    assert "there is no agent beta.someone" in _text(agent)
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+UNKNOWN = new_key("acme", "admin", CREATED)[0]
+
+
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        (None, "missing API key"),
+        (f"Bearer {UNKNOWN}", "unknown API key"),
+        ("Basic abc", "malformed Authorization header"),
+    ],
+)
+def test_a_wrong_key_gets_401(gw: GatewayStack, header: str | None, says: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    if header is not None:
+        headers["Authorization"] = header
+    response = gw.http.post("/mcp", json=body, headers=headers)
+    assert response.status_code == 401, response.text
+    assert response.json()["error"]["message"].startswith(says)
