@@ -98,7 +98,8 @@ class Mcp:
         try:
             message = MessageIn.model_validate({"text": arguments.get("message"), "kind": kind})
         except ValidationError as error:
-            return _failed(validation_message(error.errors())[1])
+            sentence = validation_message(error.errors())[1]
+            return _failed(sentence.replace("text: ", "message: ", 1))
         accepted = await service.send(self.rt, agent, message, f"mcp {call}")
         ending = await _turn_end(self.rt, agent, accepted.after_seq, accepted.message_id)
         return _result(address, ending)

@@ -110,6 +110,47 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
+def test_a_read_key_lists_the_tools_but_cannot_call_them(gw: GatewayStack) -> None:
+    plaintext, key = new_key("acme", "read", CREATED)
+    added = httpx.post(
+        f"{gw.settings.ingress_url}/Tenant/acme/add_key",
+        content=msgspec.json.encode(key),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert added.status_code == 200, added.text
+    auth = {"Authorization": f"Bearer {plaintext}"}
+    eventually(
+        lambda: gw.http.get("/v1/agents", headers=auth).status_code == 200 or None,
+        60,
+        "the read key to reach the projection",
+    )
+
+    async def use(session: ClientSession) -> tuple[list[str], types.CallToolResult]:
+        listed = await session.list_tools()
+        called = await session.call_tool("calc", {"message": "hello"})
+        return [tool.name for tool in listed.tools], called
+
+    names, called = _mcp(gw, plaintext, use)
+    assert names == ["calc"]
+    assert called.is_error
+    assert _text(called) == "calling an agent needs a write key; this key is read"
+
+
+def test_a_message_that_is_not_text_gets_a_sentence(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> list[types.CallToolResult]:
+        return [
+            await session.call_tool("calc", {"message": ""}),
+            await session.call_tool("calc", {}),
+        ]
+
+    empty, missing = _mcp(gw, gw.key, call)
+    assert empty.is_error
+    assert _text(empty) == "message: String should have at least 1 character"
+    assert missing.is_error
+    assert _text(missing).startswith("message: ")
+
+
 UNKNOWN = new_key("acme", "admin", CREATED)[0]
 
 
