@@ -14,6 +14,7 @@ import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
+from schemas.events import ApprovalRequested
 from services.executor.scripted import script
 from services.keys import new_key
 from tests.durable.conftest import eventually
@@ -44,6 +45,14 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
             "tenant beta's key to publish",
         )
         assert published
+        careful = {
+            "kind": "careful",
+            "instructions": "Ask before calculating.",
+            "model": "script",
+            "tools": {"calculator": "ask"},
+        }
+        asked = stack.http.post("/v1/specs", json=careful, headers=stack.auth)
+        assert asked.status_code == 201, asked.text
         yield stack
 
 
@@ -66,7 +75,7 @@ def test_the_sdk_client_lists_only_its_own_tenants_kinds(gw: GatewayStack) -> No
         listed = await session.list_tools()
         return [tool.name for tool in listed.tools]
 
-    assert _mcp(gw, gw.key, names) == ["calc"]
+    assert _mcp(gw, gw.key, names) == ["calc", "careful"]
 
 
 def test_a_call_sends_the_message_and_returns_the_reply(gw: GatewayStack) -> None:
@@ -91,6 +100,18 @@ def test_a_call_sends_the_message_and_returns_the_reply(gw: GatewayStack) -> Non
     assert (second.structured_content or {}) == {"agent": address, "reply": "still here"}
     turns = {e.turn for e in gw.timeline(address)}
     assert len(turns) == 2
+
+
+def test_a_turn_that_waits_for_approval_says_how_to_answer(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> types.CallToolResult:
+        return await session.call_tool("careful", {"message": CALCULATE})
+
+    result = _mcp(gw, gw.key, call)
+    assert result.is_error
+    address = (result.structured_content or {})["agent"]
+    asked = [e.body for e in gw.timeline(address) if isinstance(e.body, ApprovalRequested)]
+    assert len(asked) == 1
+    assert f"POST /v1/agents/{address}/approvals/{asked[0].request_id}" in _text(result)
 
 
 def test_another_tenants_kind_and_agents_cannot_be_called(gw: GatewayStack) -> None:
@@ -132,7 +153,7 @@ def test_a_read_key_lists_the_tools_but_cannot_call_them(gw: GatewayStack) -> No
         return [tool.name for tool in listed.tools], called
 
     names, called = _mcp(gw, plaintext, use)
-    assert names == ["calc"]
+    assert names == ["calc", "careful"]
     assert called.is_error
     assert _text(called) == "calling an agent needs a write key; this key is read"
 
