@@ -124,7 +124,7 @@ def create_app(
     )
     for router in routers:
         app.include_router(router)
-    app.router.routes.append(Route("/mcp", mcp.app))
+    app.router.routes.append(Route("/mcp", mcp))
     app.add_middleware(
         BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
     )

@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted
@@ -50,16 +51,27 @@ class Mcp:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        server: Server[Any] = Server(
+        self.server: Server[Any] = Server(
             "teaspill", on_list_tools=self._list_tools, on_call_tool=self._call_tool
         )
-        self.manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
-        self.app = StreamableHTTPASGIApp(self.manager)
+        self.manager = self._manager()
+        self._ran = False
+
+    def _manager(self) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        """A session manager runs once: an app started again (tests start one app many
+        times) gets a new one."""
+        if self._ran:
+            self.manager = self._manager()
+        self._ran = True
         async with self.manager.run():
             yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await StreamableHTTPASGIApp(self.manager)(scope, receive, send)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
