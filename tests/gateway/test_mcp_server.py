@@ -182,6 +182,7 @@ UNKNOWN = new_key("acme", "admin", CREATED)[0]
         (f"Bearer {UNKNOWN}", "unknown API key"),
         ("Basic abc", "malformed Authorization header"),
     ],
+    ids=["none", "unknown", "malformed"],
 )
 def test_a_wrong_key_gets_401(gw: GatewayStack, header: str | None, says: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
