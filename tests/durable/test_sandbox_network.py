@@ -23,6 +23,7 @@ from services.ingress import Ingress
 from services.keys import new_key
 from services.stack import Stack, isolated_settings, settings_env
 from tests.durable.conftest import eventually
+from tests.gateway.test_stack import made_key
 
 pytestmark = pytest.mark.durable
 
@@ -65,23 +66,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def admin_key(stack: Stack, tenant: str) -> str:
-    plaintext, key = new_key(tenant, "admin", CREATED)
-    added = httpx.post(
-        f"{stack.settings.ingress_url}/Tenant/{tenant}/add_key",
-        content=msgspec.json.encode(key),
-        headers={"content-type": "application/json"},
-        timeout=30,
-    )
-    assert added.status_code == 200, added.text
-    auth = {"Authorization": f"Bearer {plaintext}"}
-    eventually(
-        lambda: (
-            httpx.get(f"{stack.gateway.url}/v1/agents", headers=auth).status_code == 200 or None
-        ),
-        60,
-        "the key to reach the projection",
-    )
-    return plaintext
+    with httpx.Client(base_url=stack.gateway.url) as http:
+        return made_key(stack.settings, http, tenant, "admin")
 
 
 def publish(stack: Stack, key: str) -> httpx.Response:

@@ -18,7 +18,7 @@ from schemas.events import ApprovalRequested
 from services.executor.scripted import script
 from services.keys import new_key
 from tests.durable.conftest import eventually
-from tests.gateway.test_stack import CALCULATE, CREATED, GatewayStack, gateway_stack
+from tests.gateway.test_stack import CALCULATE, CREATED, GatewayStack, gateway_stack, made_key
 
 pytestmark = pytest.mark.durable
 
@@ -132,20 +132,7 @@ def _text(result: types.CallToolResult) -> str:
 
 
 def test_a_read_key_lists_the_tools_but_cannot_call_them(gw: GatewayStack) -> None:
-    plaintext, key = new_key("acme", "read", CREATED)
-    added = httpx.post(
-        f"{gw.settings.ingress_url}/Tenant/acme/add_key",
-        content=msgspec.json.encode(key),
-        headers={"content-type": "application/json"},
-        timeout=30,
-    )
-    assert added.status_code == 200, added.text
-    auth = {"Authorization": f"Bearer {plaintext}"}
-    eventually(
-        lambda: gw.http.get("/v1/agents", headers=auth).status_code == 200 or None,
-        60,
-        "the read key to reach the projection",
-    )
+    plaintext = made_key(gw.settings, gw.http, "acme", "read")
 
     async def use(session: ClientSession) -> tuple[list[str], types.CallToolResult]:
         listed = await session.list_tools()

@@ -17,6 +17,7 @@ import pytest
 
 from schemas.events import Event, ModelMessage, ToolFinished, TurnEnded
 from schemas.live import LiveBatch, LiveDelta
+from schemas.tenant import Scope
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.keys import new_key
@@ -122,10 +123,15 @@ def stack_settings(home: Path) -> Settings:
 
 
 def admin_key(settings: Settings, http: httpx.Client) -> str:
-    """Made as `teaspill keys create` would: through the Tenant object, then projected."""
-    plaintext, key = new_key("acme", "admin", CREATED)
+    return made_key(settings, http, "acme", "admin")
+
+
+def made_key(settings: Settings, http: httpx.Client, tenant: str, scope: Scope) -> str:
+    """Made as `teaspill keys create` would: through the Tenant object, then projected (the
+    gateway `http` reaches answers it)."""
+    plaintext, key = new_key(tenant, scope, CREATED)
     added = httpx.post(
-        f"{settings.ingress_url}/Tenant/acme/add_key",
+        f"{settings.ingress_url}/Tenant/{tenant}/add_key",
         content=msgspec.json.encode(key),
         headers={"content-type": "application/json"},
         timeout=30,
