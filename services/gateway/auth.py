@@ -137,19 +137,31 @@ AddressParam = Annotated[
 
 
 def owned(needed: KeyScope) -> Callable[[Principal, str], Owned]:
-    """A dependency: the path's address, checked for form and tenant before the scope, so
-    another tenant's address is 404 whatever the key may do: a key learns nothing of
-    another tenant's agents, not even from a 403."""
+    """A dependency: the path's address, as `own` checks it."""
 
     def dependency(
         caller: Annotated[Principal, Depends(principal)], address: AddressParam
     ) -> Owned:
-        try:
-            parsed = parse_address(address)
-        except InvalidAddressError as error:
-            raise ApiError(400, str(error)) from error
-        if parsed.tenant != caller.tenant:
-            raise other_tenant(address, caller.tenant)
-        return Owned(require(needed)(caller), address)
+        return own(caller, address, needed)
 
     return dependency
+
+
+def own(
+    caller: Principal, address: str, needed: KeyScope, *, doing: str = "this route", field: str = ""
+) -> Owned:
+    """The address, checked for form and tenant before the scope, so another tenant's
+    address is 404 whatever the key may do: a key learns nothing of another tenant's agents,
+    not even from a 403. `field` names where the address came from in a 400; `doing`, what
+    needs the scope in a 403."""
+    try:
+        parsed = parse_address(address)
+    except InvalidAddressError as error:
+        raise ApiError(400, f"{field}: {error}" if field else str(error)) from error
+    if parsed.tenant != caller.tenant:
+        raise other_tenant(address, caller.tenant)
+    if not allows(caller.scope, needed):
+        raise ApiError(
+            403, f"{doing} needs {_article(needed)} {needed} key; this key is {caller.scope}"
+        )
+    return Owned(caller, address)

@@ -23,14 +23,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from schemas.address import InvalidAddressError, parse_address
 from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted
 from services.gateway import service
-from services.gateway.auth import PRINCIPAL, Owned, Principal
-from services.gateway.errors import ApiError, other_tenant, validation_message
+from services.gateway.auth import PRINCIPAL, Owned, Principal, own
+from services.gateway.errors import ApiError, validation_message
 from services.gateway.models import MessageIn
 from services.gateway.runtime import Runtime
-from services.keys import allows
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -106,7 +104,7 @@ class Mcp:
         address = arguments.get("agent") or f"{caller.tenant}.mcp-{kind.lower()[:24]}-{call}"
         if not isinstance(address, str):
             return _failed("agent: expected the address of an agent, as a string")
-        agent = _owned(caller, address)
+        agent = own(caller, address, "write", doing="calling an agent", field="agent")
         try:
             message = MessageIn.model_validate({"text": arguments.get("message"), "kind": kind})
         except ValidationError as error:
@@ -115,18 +113,6 @@ class Mcp:
         accepted = await service.send(self.rt, agent, message, f"mcp {call}")
         ending = await _turn_end(self.rt, agent, accepted.after_seq, accepted.message_id)
         return _result(address, ending)
-
-
-def _owned(caller: Principal, address: str) -> Owned:
-    if not allows(caller.scope, "write"):
-        raise ApiError(403, f"calling an agent needs a write key; this key is {caller.scope}")
-    try:
-        parsed = parse_address(address)
-    except InvalidAddressError as error:
-        raise ApiError(400, f"agent: {error}") from error
-    if parsed.tenant != caller.tenant:
-        raise other_tenant(address, caller.tenant)
-    return Owned(caller, address)
 
 
 def _caller(ctx: ServerRequestContext[Any]) -> Principal:

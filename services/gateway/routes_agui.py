@@ -18,17 +18,15 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from schemas.address import InvalidAddressError, parse_address
 from schemas.tenant import Scope
 from services.gateway import service
 from services.gateway.agui import Run, snapshot, sse
-from services.gateway.auth import Owned, Principal, principal
-from services.gateway.errors import ApiError, other_tenant, validation_message
+from services.gateway.auth import Owned, Principal, own, principal
+from services.gateway.errors import ApiError, validation_message
 from services.gateway.models import ApprovalIn, MessageIn
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
 from services.gateway.sse import HeldStream
-from services.keys import allows
 
 M = TypeVar("M", MessageIn, ApprovalIn)
 router = APIRouter(tags=["ag-ui"])
@@ -56,7 +54,8 @@ async def run_agent(
     text = last_user_text(run)
     props = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
     acting = bool(run.resume) or text is not None
-    agent = _owned(caller, run.thread_id, "write" if acting else "read")
+    needed: Scope = "write" if acting else "read"
+    agent = own(caller, run.thread_id, needed, doing="this run", field="threadId")
     if not acting:
         await service.known(rt, agent.address)
     release = rt.streams.hold(caller.key_id)
@@ -80,18 +79,6 @@ def last_user_text(run: RunAgentInput) -> str | None:
     if isinstance(content, str):
         return content
     return "".join(getattr(part, "text", "") for part in content)
-
-
-def _owned(caller: Principal, address: str, needed: Scope) -> Owned:
-    if not allows(caller.scope, needed):
-        raise ApiError(403, f"this run needs a {needed} key; this key is {caller.scope}")
-    try:
-        parsed = parse_address(address)
-    except InvalidAddressError as error:
-        raise ApiError(400, f"threadId: {error}") from error
-    if parsed.tenant != caller.tenant:
-        raise other_tenant(address, caller.tenant)
-    return Owned(caller, address)
 
 
 async def _act(
