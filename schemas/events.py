@@ -33,6 +33,9 @@ class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
     """A message arrived while a turn was in progress; it runs when that turn ends."""
 
     text: str
+    message_id: str = ""
+    """The sender's id for the message (`Message.id`), which its later `turn_started`
+    carries too; empty when it gave none."""
 
 
 class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):

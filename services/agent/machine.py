@@ -204,7 +204,9 @@ def _on_message(address: str, record: AgentRecord, message: Message) -> Reaction
         ended = _end(address, record, turn, "superseded", SUPERSEDED)
         return _then(ended, _start(address, ended.record, message, direct=True))
     queued = msgspec.structs.replace(record, queue=(*record.queue, message))
-    return Reaction(queued, (Emit(turn.number, turn.round, (MessageQueued(message.text),)),))
+    return Reaction(
+        queued, (Emit(turn.number, turn.round, (MessageQueued(message.text, message.id),)),)
+    )
 
 
 def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:

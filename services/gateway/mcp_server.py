@@ -6,27 +6,32 @@ request without a valid key is answered 401 before MCP reads it. Each published 
 the key's tenant is a tool (newest version); another tenant's kinds are never listed and
 cannot be called. A call sends `message` through the gateway's service layer (a write
 key), to the agent `agent` names or to a new agent of that kind, follows the timeline to
-the end of the turn its message started, and returns the reply.
+the end of the turn its message started, and returns the reply. A call may instead
+answer with a task (`mcp_tasks`) that the client polls: the turn goes on either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp import types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted
-from services.gateway import service
-from services.gateway.auth import PRINCIPAL, Owned, Principal, own
+from services.gateway import mcp_tasks, service
+from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError, validation_message
+from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
+from services.gateway.mcp_tasks import EXTENSION, call_result, failed
 from services.gateway.models import MessageIn
 from services.gateway.runtime import Runtime
 
@@ -39,9 +44,31 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "The address of an agent to continue its conversation "
             "(the `agent` of an earlier result); without it a new agent is made.",
         },
+        "idempotency_key": {
+            "type": "string",
+            "description": "A key of your own for this call (1 to 120 characters): a call "
+            "sent again with the same key and input is the same message and the same "
+            "turn, never a second one.",
+        },
     },
     "required": ["message"],
 }
+MAX_KEY = 120
+
+
+class TeaspillServer(Server[Any]):
+    """The SDK's low-level server, advertising the Tasks it serves: the 2025-11-25
+    `tasks` capability and the stateless revisions' extension."""
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        found = super().get_capabilities(*args, **kwargs)
+        tasks = types.ServerTasksCapability(
+            cancel=types.TasksCancelCapability(),
+            requests=types.ServerTasksRequestsCapability(
+                tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+            ),
+        )
+        return found.model_copy(update={"tasks": tasks})
 
 
 class Mcp:
@@ -49,9 +76,12 @@ class Mcp:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.server: Server[Any] = Server(
+        self.server = TeaspillServer(
             "teaspill", on_list_tools=self._list_tools, on_call_tool=self._call_tool
         )
+        self.server.extensions = {EXTENSION: {}}
+        self.server.middleware.append(self._task_call)
+        TaskMethods(rt).register(self.server)
         self.manager = self._manager()
         self._ran = False
 
@@ -74,7 +104,7 @@ class Mcp:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tenant = _caller(ctx).tenant
+        tenant = caller_of(ctx).tenant
         specs = await self.rt.projection.read(lambda store: store.specs(tenant))
         newest = {published.spec.kind: published.spec for published in specs}
         tools = [
@@ -83,6 +113,7 @@ class Mcp:
                 description=f"Send a message to a teaspill agent of kind {kind} "
                 f"(version {spec.version}) and get its reply when the turn ends.",
                 input_schema=INPUT_SCHEMA,
+                execution=types.ToolExecution(task_support="optional"),
             )
             for kind, spec in sorted(newest.items())
         ]
@@ -91,82 +122,84 @@ class Mcp:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        caller = _caller(ctx)
+        caller = caller_of(ctx)
         try:
-            return await self._run(caller, params.name, params.arguments or {})
+            sent = await self._send(caller, params.name, params.arguments or {})
         except ApiError as error:
-            return _failed(error.message)
+            return failed(error.message)
+        if isinstance(sent, types.CallToolResult):
+            return sent
+        agent, message_id, after = sent
+        ending = await turn_end(self.rt, agent, after, message_id)
+        return call_result(agent.address, ending)
 
-    async def _run(
+    async def _task_call(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """A `tools/call` that asks for a task (a 2025-11-25 `task` field) or may get one
+        (the request names the extension) is answered with the task once its message is
+        on the timeline; any other request goes on to its handler."""
+        if ctx.method != "tools/call" or not _wants_task(ctx):
+            return await call_next(ctx)
+        try:
+            params = types.CallToolRequestParams.model_validate(ctx.params or {}, by_name=False)
+        except ValidationError:
+            raise MCPError(types.INVALID_PARAMS, "tools/call needs a tool name") from None
+        try:
+            sent = await self._send(caller_of(ctx), params.name, params.arguments or {})
+        except ApiError as error:
+            raise MCPError(types.INVALID_PARAMS, error.message) from None
+        if isinstance(sent, types.CallToolResult):
+            raise MCPError(types.INVALID_PARAMS, _text(sent))
+        agent, message_id, after = sent
+        view = await TaskMethods(self.rt).placed(agent, message_id, after)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {"resultType": "task", **mcp_tasks.modern_task(view, detailed=False)}
+        return {"task": mcp_tasks.legacy_task(view)}
+
+    async def _send(
         self, caller: Principal, kind: str, arguments: dict[str, Any]
-    ) -> types.CallToolResult:
-        call = secrets.token_hex(8)
+    ) -> tuple[Owned, str, int] | types.CallToolResult:
+        """Send the call's message: the agent, the message id and the seq to follow its
+        turn from; or a tool error saying what is wrong with the input."""
+        key = arguments.get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY):
+            return failed(f"idempotency_key: expected a string of 1 to {MAX_KEY} characters")
+        call = _call_id(caller.tenant, kind, key)
         address = arguments.get("agent") or f"{caller.tenant}.mcp-{kind.lower()[:24]}-{call}"
         if not isinstance(address, str):
-            return _failed("agent: expected the address of an agent, as a string")
+            return failed("agent: expected the address of an agent, as a string")
         agent = own(caller, address, "write", doing="calling an agent", field="agent")
         try:
             message = MessageIn.model_validate({"text": arguments.get("message"), "kind": kind})
         except ValidationError as error:
             sentence = validation_message(error.errors())[1]
-            return _failed(sentence.replace("text: ", "message: ", 1))
-        accepted = await service.send(self.rt, agent, message, f"mcp {call}")
-        ending = await _turn_end(self.rt, agent, accepted.after_seq, accepted.message_id)
-        return _result(address, ending)
+            return failed(sentence.replace("text: ", "message: ", 1))
+        sending = f"mcp {call}"
+        message_id = service.message_id(address, sending)
+        story = []
+        if key is not None:
+            story = await self.rt.projection.read(
+                lambda store: store.message_story(address, message_id)
+            )
+        accepted = await service.send(self.rt, agent, message, sending)
+        after = story[0].seq - 1 if story else accepted.after_seq
+        return agent, accepted.message_id, after
 
 
-def _caller(ctx: ServerRequestContext[Any]) -> Principal:
-    found = ctx.request.scope.get(PRINCIPAL) if ctx.request is not None else None
-    if not isinstance(found, Principal):
-        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
-    return found
+def _call_id(tenant: str, kind: str, key: str | None) -> str:
+    """Random for a call without a key; else made from it, so a call sent again names the
+    same agent and the same message."""
+    if key is None:
+        return secrets.token_hex(8)
+    return hashlib.sha256(f"{tenant}\n{kind}\n{key}".encode()).hexdigest()[:16]
 
 
-async def _turn_end(rt: Runtime, agent: Owned, after: int, message_id: str) -> Event | None:
-    """The event that ends the turn `message_id` started, or that makes it wait for a
-    person; None if the gateway stopped following first."""
-    turn: int | None = None
-    items = service.follow(rt, agent, after)
-    try:
-        async for item in items:
-            if not isinstance(item, Event):
-                continue
-            body = item.body
-            if turn is None and isinstance(body, TurnStarted) and body.message_id == message_id:
-                turn = item.turn
-            if item.turn == turn and isinstance(body, TurnEnded | ApprovalRequested | TurnParked):
-                return item
-    finally:
-        await items.aclose()
-    return None
+def _wants_task(ctx: ServerRequestContext[Any, Any]) -> bool:
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return mcp_tasks.client_has_extension(ctx.meta)
+    return isinstance(ctx.params, dict) and ctx.params.get("task") is not None
 
 
-def _result(address: str, ending: Event | None) -> types.CallToolResult:
-    body = ending.body if ending is not None else None
-    if isinstance(body, TurnEnded) and body.outcome == "succeeded":
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=body.reply)],
-            structured_content={"agent": address, "reply": body.reply},
-        )
-    if isinstance(body, TurnEnded):
-        return _failed(body.reason or f"the turn ended {body.outcome}", address)
-    if isinstance(body, ApprovalRequested | TurnParked):
-        return _failed(
-            f"the turn of agent {address} waits for a person to answer approval request "
-            f"{body.request_id}: answer it with POST /v1/agents/{address}/approvals/"
-            f"{body.request_id}",
-            address,
-        )
-    return _failed(
-        f"the gateway stopped following agent {address} before its turn ended; "
-        f"read GET /v1/agents/{address}/timeline for the rest",
-        address,
-    )
-
-
-def _failed(sentence: str, address: str | None = None) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=sentence)],
-        structured_content={"agent": address} if address else None,
-        is_error=True,
-    )
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))

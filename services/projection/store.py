@@ -241,6 +241,31 @@ class ProjectionStore:
         answered = "approval_answered" in types
         return ApprovalRow(turn, answered, ended is not None or "approval_abandoned" in types)
 
+    async def message_story(self, agent: str, message_id: str) -> list[Event]:
+        """Where one message stands, in seq order: the events that name it (its
+        `message_queued`, its `turn_started`) and, once its turn started, that turn's
+        approvals, parking and end, and its newest event. Empty for a message the
+        timeline does not show."""
+        named = await self._db.execute_fetchall(
+            "select seq, turn, type, event from events where agent = ?"
+            " and type in ('message_queued', 'turn_started')"
+            " and json_extract(cast(event as text), '$.body.message_id') = ? order by seq",
+            (agent, message_id),
+        )
+        started = [row for row in named if row[2] == "turn_started"]
+        rows: list[tuple[int, bytes]] = [(row[0], row[3]) for row in named]
+        if started:
+            turn = started[0][1]
+            story = await self._db.execute_fetchall(
+                "select seq, event from events where agent = ? and turn = ? and seq > ? and"
+                " (type in ('approval_requested', 'approval_answered', 'approval_abandoned',"
+                " 'turn_parked', 'turn_ended') or seq = (select max(seq) from events"
+                " where agent = ? and turn = ?)) order by seq",
+                (agent, turn, started[0][0], agent, turn),
+            )
+            rows += [(row[0], row[1]) for row in story]
+        return [msgspec.json.decode(raw, type=Event) for _, raw in sorted(rows)]
+
     async def agent(self, address: str) -> AgentRow | None:
         row = await self._one_or_none(f"select {_AGENT} from agents where address = ?", address)  # noqa: S608
         return AgentRow(*row) if row else None

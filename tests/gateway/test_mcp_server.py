@@ -22,6 +22,13 @@ from tests.gateway.test_stack import CALCULATE, CREATED, GatewayStack, gateway_s
 
 pytestmark = pytest.mark.durable
 
+CAREFUL = {
+    "kind": "careful",
+    "instructions": "Ask before calculating.",
+    "model": "script",
+    "tools": {"calculator": "ask"},
+}
+
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
@@ -45,13 +52,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
             "tenant beta's key to publish",
         )
         assert published
-        careful = {
-            "kind": "careful",
-            "instructions": "Ask before calculating.",
-            "model": "script",
-            "tools": {"calculator": "ask"},
-        }
-        asked = stack.http.post("/v1/specs", json=careful, headers=stack.auth)
+        asked = stack.http.post("/v1/specs", json=CAREFUL, headers=stack.auth)
         assert asked.status_code == 201, asked.text
         yield stack
 

@@ -1,0 +1,199 @@
+"""The `tasks/*` methods of the gateway's MCP server: each reads the task from the
+agent's timeline (`mcp_tasks`), checked against the caller's key like any address, so
+another tenant's task is answered exactly like one that does not exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from schemas.events import (
+    ApprovalRequested,
+    Event,
+    MessageQueued,
+    TurnEnded,
+    TurnParked,
+    TurnStarted,
+)
+from schemas.tenant import Scope as KeyScope
+from services.gateway import mcp_tasks, service
+from services.gateway.auth import PRINCIPAL, Owned, Principal, own
+from services.gateway.errors import ApiError
+from services.gateway.mcp_tasks import RELATED, TERMINAL, TaskView, UnknownTaskError
+from services.gateway.models import ApprovalIn
+from services.gateway.runtime import Runtime
+
+MISSING_CAPABILITY = -32021
+
+
+class UpdateTaskParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskMethods:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def register(self, server: Server[Any]) -> None:
+        server.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get)
+        server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._result)
+        server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self._cancel)
+        server.add_request_handler("tasks/update", UpdateTaskParams, self._update)
+
+    async def view(self, agent: Owned, message_id: str) -> TaskView:
+        story = await self.rt.projection.read(
+            lambda store: store.message_story(agent.address, message_id)
+        )
+        return mcp_tasks.task_view(agent.address, message_id, story)
+
+    async def placed(self, agent: Owned, message_id: str, after: int) -> TaskView:
+        """The task once its message is on the timeline (its turn started, or it queued),
+        so a `tasks/get` for it resolves as soon as the client has its id."""
+        items = service.follow(self.rt, agent, after)
+        try:
+            async for item in items:
+                if isinstance(item, Event) and _names(item, message_id):
+                    break
+        finally:
+            await items.aclose()
+        return await self.view(agent, message_id)
+
+    async def _task(
+        self, ctx: ServerRequestContext[Any], task_id: str, needed: KeyScope
+    ) -> tuple[Owned, str, TaskView]:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and not mcp_tasks.client_has_extension(ctx.meta):
+            raise MCPError(
+                MISSING_CAPABILITY,
+                "Missing required client capability",
+                {"requiredCapabilities": {"extensions": {mcp_tasks.EXTENSION: {}}}},
+            )
+        try:
+            address, message_id = mcp_tasks.parse_task_id(task_id)
+            agent = own(caller_of(ctx), address, needed, doing="this task method")
+            return agent, message_id, await self.view(agent, message_id)
+        except (UnknownTaskError, ApiError) as error:
+            if isinstance(error, ApiError) and error.status == 403:
+                raise MCPError(types.INVALID_PARAMS, error.message) from None
+            raise MCPError(types.INVALID_PARAMS, f"there is no task {task_id}") from None
+
+    async def _get(
+        self, ctx: ServerRequestContext[Any], params: types.GetTaskRequestParams
+    ) -> dict[str, Any]:
+        _, _, view = await self._task(ctx, params.task_id, "read")
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return mcp_tasks.modern_task(view, detailed=True)
+        return mcp_tasks.legacy_task(view)
+
+    async def _result(
+        self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams
+    ) -> dict[str, Any]:
+        """The call's result once the turn ends (or waits for a person): the request
+        waits as long as the turn runs."""
+        agent, message_id, view = await self._task(ctx, params.task_id, "read")
+        result = mcp_tasks.view_result(view)
+        if result is None:
+            ending = await turn_end(self.rt, agent, view.first_seq - 1, message_id)
+            result = mcp_tasks.call_result(view.address, ending)
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped["_meta"] = {RELATED: {"taskId": view.task_id}}
+        return dumped
+
+    async def _cancel(
+        self, ctx: ServerRequestContext[Any], params: types.CancelTaskRequestParams
+    ) -> dict[str, Any]:
+        """Cancelling is stopping the task's turn, as `POST /v1/agents/{address}/stop`."""
+        agent, message_id, view = await self._task(ctx, params.task_id, "write")
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if view.status in TERMINAL:
+            if modern:
+                return {}
+            raise MCPError(
+                types.INVALID_PARAMS, f"task {view.task_id} already ended: {view.message}"
+            )
+        if view.started is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"task {view.task_id} has not started ({view.message}); cancel it once it runs",
+            )
+        await self.rt.ingress.stop(agent.address, f"mcp cancel {view.task_id}")
+        if modern:
+            return {}
+        await turn_end(self.rt, agent, view.started.seq - 1, message_id, until_end=True)
+        return mcp_tasks.legacy_task(await self.view(agent, message_id))
+
+    async def _update(
+        self, ctx: ServerRequestContext[Any], params: UpdateTaskParams
+    ) -> dict[str, Any]:
+        """Answers to the approvals the turn waits on, as the responses to the form
+        elicitations `tasks/get` showed: `accept` with `approve`, or `decline` (a denial).
+        Anything else, or a key the turn does not wait on, is ignored."""
+        agent, _, view = await self._task(ctx, params.task_id, "write")
+        waiting = {asked.request_id for asked in view.asked}
+        for key, response in params.input_responses.items():
+            answer = _approval(response)
+            if key in waiting and answer is not None:
+                try:
+                    await service.answer(self.rt, agent, key, answer)
+                except ApiError as error:
+                    if error.status >= 500:
+                        raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        return {}
+
+
+def _approval(response: Any) -> ApprovalIn | None:
+    if not isinstance(response, dict):
+        return None
+    action = response.get("action")
+    content = response.get("content")
+    if action == "decline":
+        return ApprovalIn(approve=False)
+    if action != "accept" or not isinstance(content, dict):
+        return None
+    approve, note = content.get("approve"), content.get("note", "")
+    if not isinstance(approve, bool) or not isinstance(note, str):
+        return None
+    return ApprovalIn(approve=approve, note=note[:2000])
+
+
+def _names(event: Event, message_id: str) -> bool:
+    body = event.body
+    return isinstance(body, TurnStarted | MessageQueued) and body.message_id == message_id
+
+
+async def turn_end(
+    rt: Runtime, agent: Owned, after: int, message_id: str, *, until_end: bool = False
+) -> Event | None:
+    """The event that ends the turn `message_id` started, or that makes it wait for a
+    person (unless `until_end`); None if the gateway stopped following first."""
+    turn: int | None = None
+    waits: tuple[type, ...] = (
+        (TurnEnded,) if until_end else (TurnEnded, ApprovalRequested, TurnParked)
+    )
+    items = service.follow(rt, agent, after)
+    try:
+        async for item in items:
+            if not isinstance(item, Event):
+                continue
+            body = item.body
+            if turn is None and isinstance(body, TurnStarted) and body.message_id == message_id:
+                turn = item.turn
+            if item.turn == turn and isinstance(body, waits):
+                return item
+    finally:
+        await items.aclose()
+    return None
+
+
+def caller_of(ctx: ServerRequestContext[Any]) -> Principal:
+    found = ctx.request.scope.get(PRINCIPAL) if ctx.request is not None else None
+    if not isinstance(found, Principal):
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
+    return found

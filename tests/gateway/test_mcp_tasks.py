@@ -1,0 +1,277 @@
+"""MCP Tasks on the gateway, on a real stack: a turn as a task a client polls, through a
+SIGKILL of the endpoint, cancelled by a stop, hidden from other tenants. The 2025-11-25
+form is spoken as raw JSON-RPC (the SDK's client validates a `tools/call` answer as a
+tool result, so it cannot take a task); the stateless revision's extension through the
+SDK's own client, with a result claim that polls `tasks/get`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from itertools import count
+from typing import Any, Literal
+
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, types
+from mcp.client.extension import ClaimContext, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
+
+from schemas.events import TurnEnded
+from services.executor.scripted import script
+from tests.durable.conftest import eventually
+from tests.gateway.test_mcp_server import CAREFUL
+from tests.gateway.test_stack import CALCULATE, GatewayStack, gateway_stack, made_key
+
+pytestmark = pytest.mark.durable
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+SLOW = script({"sleep": 6.0, "reply": "slow and done"})
+LONG = script({"sleep": 120.0, "reply": "never"})
+_ids = count(1)
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    with gateway_stack(tmp_path_factory.mktemp("mcp-tasks-home")) as stack:
+        asked = stack.http.post("/v1/specs", json=CAREFUL, headers=stack.auth)
+        assert asked.status_code == 201, asked.text
+        yield stack
+
+
+def rpc(gw: GatewayStack, method: str, params: dict[str, Any], key: str | None = None) -> Any:
+    """One 2025-11-25 request; the JSON-RPC `result`, or the `error` object."""
+    headers = {
+        "Authorization": f"Bearer {key or gw.key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    response = gw.http.post("/mcp", json=body, headers=headers, timeout=120)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    return answer.get("result", answer.get("error"))
+
+
+def create(gw: GatewayStack, kind: str, message: str, **more: str) -> dict[str, Any]:
+    arguments = {"message": message, **more}
+    result = rpc(gw, "tools/call", {"name": kind, "arguments": arguments, "task": {}})
+    assert "task" in result, result
+    task: dict[str, Any] = result["task"]
+    return task
+
+
+def poll(gw: GatewayStack, task_id: str, status: str) -> dict[str, Any]:
+    def seen() -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = rpc(gw, "tasks/get", {"taskId": task_id})
+        except httpx.TransportError:
+            return None
+        return found if found.get("status") == status else None
+
+    return eventually(seen, 120, f"task {task_id} to be {status}")
+
+
+def test_the_server_advertises_tasks_and_each_tool_supports_them(gw: GatewayStack) -> None:
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    }
+    capabilities = rpc(gw, "initialize", init)["capabilities"]
+    assert capabilities["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
+    tools = rpc(gw, "tools/list", {})["tools"]
+    assert {tool["execution"]["taskSupport"] for tool in tools} == {"optional"}
+
+
+def test_a_task_is_created_polled_and_gives_the_turns_result(gw: GatewayStack) -> None:
+    task = create(gw, "calc", CALCULATE)
+    assert task["status"] in {"working", "completed"}
+    assert task["ttl"] is None
+    address, _ = task["taskId"].split("/")
+    assert address.startswith("acme.mcp-calc-")
+    done = poll(gw, task["taskId"], "completed")
+    assert done["createdAt"] <= done["lastUpdatedAt"]
+    result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
+    assert result["content"] == [{"type": "text", "text": "It is 42"}]
+    assert result["structuredContent"] == {"agent": address, "reply": "It is 42"}
+    assert result["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task["taskId"]}}
+
+
+def test_tasks_result_waits_for_the_turn_to_end(gw: GatewayStack) -> None:
+    task = create(gw, "calc", SLOW)
+    result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
+    assert result["content"] == [{"type": "text", "text": "slow and done"}]
+    assert rpc(gw, "tasks/get", {"taskId": task["taskId"]})["status"] == "completed"
+
+
+def test_a_task_in_flight_survives_a_sigkill_of_the_endpoint(gw: GatewayStack) -> None:
+    task = create(gw, "calc", SLOW)
+    assert rpc(gw, "tasks/get", {"taskId": task["taskId"]})["status"] == "working"
+    gw.endpoint.kill()
+    gw.endpoint.start()
+    poll(gw, task["taskId"], "completed")
+    result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
+    assert result["content"] == [{"type": "text", "text": "slow and done"}]
+    address = task["taskId"].split("/")[0]
+    ends = [e for e in gw.timeline(address) if isinstance(e.body, TurnEnded)]
+    assert len(ends) == 1
+
+
+def test_cancelling_a_task_stops_its_turn(gw: GatewayStack) -> None:
+    task = create(gw, "calc", LONG)
+    cancelled = rpc(gw, "tasks/cancel", {"taskId": task["taskId"]})
+    assert cancelled["status"] == "cancelled"
+    address = task["taskId"].split("/")[0]
+    ends = [e.body for e in gw.timeline(address) if isinstance(e.body, TurnEnded)]
+    assert [end.outcome for end in ends] == ["stopped"]
+    again = rpc(gw, "tasks/cancel", {"taskId": task["taskId"]})
+    assert again["code"] == types.INVALID_PARAMS
+    assert again["message"].startswith(f"task {task['taskId']} already ended")
+
+
+def test_another_tenants_task_is_not_visible(gw: GatewayStack) -> None:
+    task = create(gw, "calc", CALCULATE)
+    other = made_key(gw.settings, gw.http, "beta", "admin")
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        error = rpc(gw, method, {"taskId": task["taskId"]}, key=other)
+        assert error == {
+            "code": types.INVALID_PARAMS,
+            "message": f"there is no task {task['taskId']}",
+        }
+    unknown = rpc(gw, "tasks/get", {"taskId": "acme.nobody/m0"})
+    assert unknown == {"code": types.INVALID_PARAMS, "message": "there is no task acme.nobody/m0"}
+
+
+def test_a_call_sent_again_with_its_idempotency_key_is_the_same_turn(gw: GatewayStack) -> None:
+    first = create(gw, "calc", CALCULATE, idempotency_key="order-17")
+    poll(gw, first["taskId"], "completed")
+    again = create(gw, "calc", CALCULATE, idempotency_key="order-17")
+    assert again["taskId"] == first["taskId"]
+    assert again["status"] == "completed"
+    address = first["taskId"].split("/")[0]
+    assert len({e.turn for e in gw.timeline(address)}) == 1
+
+    direct = rpc(
+        gw,
+        "tools/call",
+        {"name": "calc", "arguments": {"message": CALCULATE, "idempotency_key": "order-17"}},
+    )
+    assert direct["structuredContent"] == {"agent": address, "reply": "It is 42"}
+    assert len({e.turn for e in gw.timeline(address)}) == 1
+
+
+# --- the stateless revision's extension, through the SDK's client -----------------------
+
+
+class TaskHandle(types.Result):
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+
+
+class GetTask(types.Request[types.GetTaskRequestParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: types.GetTaskRequestParams
+
+
+class DetailedTask(types.Result):
+    task_id: str
+    status: str
+    result: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
+
+
+async def _finished(session: ClientSession, task_id: str) -> DetailedTask:
+    """`tasks/get` until the task ends, through the session (which stamps each request
+    with its revision and capabilities)."""
+    while True:
+        request = GetTask(params=types.GetTaskRequestParams(task_id=task_id))
+        task = await session.send_request(request, DetailedTask)
+        if task.status in {"completed", "cancelled", "failed"}:
+            return task
+        await asyncio.sleep(0.2)
+
+
+async def _resolve(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+    task = await _finished(ctx.session, handle.task_id)
+    return types.CallToolResult.model_validate(task.result)
+
+
+def _modern(gw: GatewayStack, work: Any) -> Any:
+    claim = ResultClaim(result_type="task", model=TaskHandle, resolve=_resolve)
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {gw.key}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(f"{gw.gateway.url}/mcp", http_client=http) as (read, write, *_),
+            ClientSession(
+                read, write, extensions={EXTENSION: {}}, result_claims={EXTENSION: [claim]}
+            ) as session,
+        ):
+            discovered = await session.discover()
+            assert EXTENSION in (discovered.capabilities.extensions or {})
+            return await work(session)
+
+    return asyncio.run(run())
+
+
+def test_the_sdk_client_gets_a_task_handle_and_polls_it_to_the_reply(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> tuple[Any, DetailedTask]:
+        handle = await session.call_tool("calc", {"message": CALCULATE}, allow_claimed=True)
+        assert isinstance(handle, TaskHandle), handle
+        return handle, await _finished(session, handle.task_id)
+
+    handle, task = _modern(gw, call)
+    assert handle.task_id.startswith("acme.mcp-calc-")
+    assert task.status == "completed"
+    assert task.result is not None
+    assert task.result["content"] == [{"type": "text", "text": "It is 42"}]
+
+
+class UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+
+
+def test_an_approval_is_an_input_request_that_tasks_update_answers(gw: GatewayStack) -> None:
+    async def call(session: ClientSession) -> tuple[DetailedTask, DetailedTask]:
+        handle = await session.call_tool("careful", {"message": CALCULATE}, allow_claimed=True)
+        assert isinstance(handle, TaskHandle), handle
+        while True:
+            request = GetTask(params=types.GetTaskRequestParams(task_id=handle.task_id))
+            waiting = await session.send_request(request, DetailedTask)
+            if waiting.status == "input_required":
+                break
+            await asyncio.sleep(0.2)
+        (request_id,) = (waiting.input_requests or {}).keys()
+        answer = {"action": "accept", "content": {"approve": True}}
+        params = UpdateParams(task_id=handle.task_id, input_responses={request_id: answer})
+        update = UpdateTask(params=params)
+        await session.send_request(update, types.EmptyResult)
+        return waiting, await _finished(session, handle.task_id)
+
+    waiting, task = _modern(gw, call)
+    (asked,) = (waiting.input_requests or {}).values()
+    assert asked["method"] == "elicitation/create"
+    assert asked["params"]["requestedSchema"]["required"] == ["approve"]
+    assert "calculator" in asked["params"]["message"]
+    assert task.status == "completed"
+    assert task.result is not None
+    assert task.result["content"] == [{"type": "text", "text": "It is 42"}]
+
+
+def test_a_2025_task_that_waits_for_approval_is_input_required(gw: GatewayStack) -> None:
+    task = create(gw, "careful", CALCULATE)
+    waiting = poll(gw, task["taskId"], "input_required")
+    assert "calculator" in waiting["statusMessage"]
+    result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
+    assert result["isError"] is True
+    assert "POST /v1/agents/" in result["content"][0]["text"]
