@@ -136,16 +136,25 @@ class TaskMethods:
         elicitations `tasks/get` showed: `accept` with `approve`, or `decline` (a denial).
         Anything else, or a key the turn does not wait on, is ignored."""
         agent, _, view = await self._task(ctx, params.task_id, "write")
-        waiting = {asked.request_id for asked in view.asked}
-        for key, response in params.input_responses.items():
-            answer = _approval(response)
-            if key in waiting and answer is not None:
-                try:
-                    await service.answer(self.rt, agent, key, answer)
-                except ApiError as error:
-                    if error.status >= 500:
-                        raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        await self.answer(agent, view, params.input_responses)
         return {}
+
+    async def answer(self, agent: Owned, view: TaskView, responses: dict[str, Any]) -> set[str]:
+        """Send each response that answers an approval the turn waits on; the request
+        ids answered."""
+        waiting = {asked.request_id for asked in view.asked}
+        answered: set[str] = set()
+        for key, response in responses.items():
+            answer = _approval(response)
+            if key not in waiting or answer is None:
+                continue
+            try:
+                await service.answer(self.rt, agent, key, answer)
+            except ApiError as error:
+                if error.status >= 500:
+                    raise MCPError(types.INTERNAL_ERROR, error.message) from None
+            answered.add(key)
+        return answered
 
 
 def _approval(response: Any) -> ApprovalIn | None:
@@ -169,14 +178,18 @@ def _names(event: Event, message_id: str) -> bool:
 
 
 async def turn_end(
-    rt: Runtime, agent: Owned, after: int, message_id: str, *, until_end: bool = False
+    rt: Runtime,
+    agent: Owned,
+    after: int,
+    message_id: str,
+    *,
+    until_end: bool = False,
+    answered: frozenset[str] = frozenset(),
 ) -> Event | None:
     """The event that ends the turn `message_id` started, or that makes it wait for a
-    person (unless `until_end`); None if the gateway stopped following first."""
+    person (unless `until_end`) on a request not in `answered`; None if the gateway
+    stopped following first."""
     turn: int | None = None
-    waits: tuple[type, ...] = (
-        (TurnEnded,) if until_end else (TurnEnded, ApprovalRequested, TurnParked)
-    )
     items = service.follow(rt, agent, after)
     try:
         async for item in items:
@@ -185,11 +198,19 @@ async def turn_end(
             body = item.body
             if turn is None and isinstance(body, TurnStarted) and body.message_id == message_id:
                 turn = item.turn
-            if item.turn == turn and isinstance(body, waits):
+            if item.turn == turn and _ends(body, until_end, answered):
                 return item
     finally:
         await items.aclose()
     return None
+
+
+def _ends(body: object, until_end: bool, answered: frozenset[str]) -> bool:
+    if isinstance(body, TurnEnded):
+        return True
+    if until_end or not isinstance(body, ApprovalRequested | TurnParked):
+        return False
+    return body.request_id not in answered
 
 
 def caller_of(ctx: ServerRequestContext[Any]) -> Principal:

@@ -27,11 +27,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from schemas.events import ApprovalRequested, TurnParked
 from services.gateway import mcp_tasks, service
 from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError, validation_message
 from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
-from services.gateway.mcp_tasks import EXTENSION, call_result, failed
+from services.gateway.mcp_tasks import (
+    EXTENSION,
+    UnknownTaskError,
+    call_result,
+    failed,
+    input_requests,
+)
 from services.gateway.models import MessageIn
 from services.gateway.runtime import Runtime
 
@@ -81,7 +88,8 @@ class Mcp:
         )
         self.server.extensions = {EXTENSION: {}}
         self.server.middleware.append(self._task_call)
-        TaskMethods(rt).register(self.server)
+        self.tasks = TaskMethods(rt)
+        self.tasks.register(self.server)
         self.manager = self._manager()
         self._ran = False
 
@@ -121,17 +129,54 @@ class Mcp:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The turn's reply. On the stateless revision a turn that waits for a person's
+        approval answers "input required": the client answers the form and calls again
+        with the request state, and the call follows the same turn on."""
         caller = caller_of(ctx)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         try:
-            sent = await self._send(caller, params.name, params.arguments or {})
+            if modern and params.request_state is not None:
+                agent, message_id, after, answered = await self._resume(caller, params)
+            else:
+                sent = await self._send(caller, params.name, params.arguments or {})
+                if isinstance(sent, types.CallToolResult):
+                    return sent
+                (agent, message_id, after), answered = sent, frozenset[str]()
         except ApiError as error:
             return failed(error.message)
-        if isinstance(sent, types.CallToolResult):
-            return sent
-        agent, message_id, after = sent
-        ending = await turn_end(self.rt, agent, after, message_id)
+        ending = await turn_end(self.rt, agent, after, message_id, answered=answered)
+        if (
+            modern
+            and ending is not None
+            and isinstance(ending.body, ApprovalRequested | TurnParked)
+        ):
+            view = await self.tasks.view(agent, message_id)
+            if view.asked:
+                return types.InputRequiredResult.model_validate(
+                    {"inputRequests": input_requests(view), "requestState": view.task_id}
+                )
         return call_result(agent.address, ending)
+
+    async def _resume(
+        self, caller: Principal, params: types.CallToolRequestParams
+    ) -> tuple[Owned, str, int, frozenset[str]]:
+        """The turn a call sent again with its request state waits in, once the answers
+        it carries are sent."""
+        try:
+            address, message_id = mcp_tasks.parse_task_id(params.request_state or "")
+            agent = own(caller, address, "write", doing="calling an agent")
+            view = await self.tasks.view(agent, message_id)
+        except UnknownTaskError:
+            raise ApiError(
+                404, f"the request state names no turn: {params.request_state}"
+            ) from None
+        responses = {
+            key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for key, response in (params.input_responses or {}).items()
+        }
+        answered = await self.tasks.answer(agent, view, responses)
+        return agent, message_id, view.first_seq - 1, frozenset(answered)
 
     async def _task_call(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -152,7 +197,7 @@ class Mcp:
         if isinstance(sent, types.CallToolResult):
             raise MCPError(types.INVALID_PARAMS, _text(sent))
         agent, message_id, after = sent
-        view = await TaskMethods(self.rt).placed(agent, message_id, after)
+        view = await self.tasks.placed(agent, message_id, after)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "task", **mcp_tasks.modern_task(view, detailed=False)}
         return {"task": mcp_tasks.legacy_task(view)}

@@ -275,3 +275,48 @@ def test_a_2025_task_that_waits_for_approval_is_input_required(gw: GatewayStack)
     result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
     assert result["isError"] is True
     assert "POST /v1/agents/" in result["content"][0]["text"]
+
+
+def _stateless(gw: GatewayStack, work: Any) -> Any:
+    """The SDK's client on the stateless revision, without the Tasks extension."""
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {gw.key}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(f"{gw.gateway.url}/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.discover()
+            return await work(session)
+
+    return asyncio.run(run())
+
+
+def test_an_approval_is_input_required_and_the_answered_call_resumes_the_turn(
+    gw: GatewayStack,
+) -> None:
+    async def call(session: ClientSession) -> tuple[Any, Any]:
+        first = await session.call_tool(
+            "careful", {"message": CALCULATE}, allow_input_required=True
+        )
+        assert isinstance(first, types.InputRequiredResult), first
+        (request_id,) = (first.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"approve": True})
+        second = await session.call_tool(
+            "careful",
+            {"message": CALCULATE},
+            input_responses={request_id: answer},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        return first, second
+
+    first, second = _stateless(gw, call)
+    (asked,) = (first.input_requests or {}).values()
+    assert asked.method == "elicitation/create"
+    assert isinstance(second, types.CallToolResult), second
+    assert not second.is_error, second.content
+    assert second.content == [types.TextContent(type="text", text="It is 42")]
+    address = (second.structured_content or {})["agent"]
+    assert len({e.turn for e in gw.timeline(address)}) == 1
