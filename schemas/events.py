@@ -38,6 +38,25 @@ class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
     carries too; empty when it gave none."""
 
 
+class ScheduleFired(msgspec.Struct, frozen=True, tag="schedule_fired"):
+    """A schedule sent its message (the `turn_started` or `message_queued` that follows)."""
+
+    schedule: str
+    planned: datetime
+    missed: int = 0
+    """Planned fires that fell between `planned` and this one, while the service was down:
+    this fire stands for all of them."""
+    note: str = ""
+
+
+class ScheduleSkipped(msgspec.Struct, frozen=True, tag="schedule_skipped"):
+    """A schedule's fire found a turn in progress, and its policy is to skip."""
+
+    schedule: str
+    planned: datetime
+    reason: str = ""
+
+
 class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
     model: str
     """The model that wrote the message (after any fallback)."""
@@ -195,6 +214,8 @@ EventBody = (
     | TurnParked
     | TurnEnded
     | ContextFolded
+    | ScheduleFired
+    | ScheduleSkipped
 )
 
 BODY_TAGS: dict[type, str] = {body: str(body.__struct_config__.tag) for body in get_args(EventBody)}

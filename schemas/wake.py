@@ -7,6 +7,7 @@ one Struct per value, so the union travels inside `WakeEnvelope`.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 import msgspec
 
@@ -19,6 +20,16 @@ class ParentRef(msgspec.Struct, frozen=True):
     address: str
     turn: int
     call_id: str
+
+
+class Fired(msgspec.Struct, frozen=True):
+    """Set on a message a schedule sent: which one, and the fire it was planned as."""
+
+    schedule: str
+    planned: datetime
+    missed: int = 0
+    """Planned fires that fell between `planned` and the fire's real time (the service was
+    down): they are not run one by one; this fire stands for them all."""
 
 
 class Message(msgspec.Struct, frozen=True, tag="message"):
@@ -42,6 +53,8 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     id: str = ""
     """The sender's id for this message, carried on the `turn_started` it starts, so the
     sender finds its turn without comparing texts (two equal messages are two turns)."""
+    schedule: Fired | None = None
+    """Set when a schedule sent the message."""
 
 
 class ChildReport(msgspec.Struct, frozen=True, tag="child_report"):
@@ -78,13 +91,20 @@ def answer_key(answer: Approval) -> str:
     return f"approval {answer.request_id} {hashlib.sha256(said).hexdigest()[:24]}"
 
 
+class ScheduleSkip(msgspec.Struct, frozen=True, tag="schedule_skip"):
+    """A schedule's fire found the agent busy and its policy is to skip: recorded, not run."""
+
+    schedule: str
+    planned: datetime
+
+
 class Stop(msgspec.Struct, frozen=True, tag="stop"):
     """End the turn in progress as stopped."""
 
     by: str = ""
 
 
-Wake = Message | ChildReport | Timer | Approval | Stop
+Wake = Message | ChildReport | Timer | Approval | Stop | ScheduleSkip
 
 
 class WakeEnvelope(msgspec.Struct, frozen=True):

@@ -30,6 +30,7 @@ from services.mcp.hub import McpHub
 from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
+from services.schedules.object import schedules
 from services.settings import Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
@@ -67,6 +68,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     services += [
         agent_object(tools, projection, load_observers(config.observer_modules), model, offer),
         offer_specs(offer),
+        schedules,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.insert(0, projection.close)

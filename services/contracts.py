@@ -24,6 +24,7 @@ from schemas.events import (
 )
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
+from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
 from schemas.spec import AgentSpec
 from schemas.tenant import (
     ApiKey,
@@ -73,12 +74,19 @@ class Handler(Generic[In, Out]):
 
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
+SCHEDULES = "Schedules"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
 STATUS = Handler(AGENT, "status", Empty, AgentStatus)
 TIMELINE = Handler(AGENT, "timeline", TimelineQuery, TimelinePage)
 APPROVALS = Handler(AGENT, "approvals", Empty, Approvals)
+
+ADD_SCHEDULE = Handler(SCHEDULES, "add", ScheduleSpec, Schedule)
+"""Keyed by the agent's address, like every `Schedules` handler."""
+REMOVE_SCHEDULE = Handler(SCHEDULES, "remove", ScheduleRef, Schedule)
+LIST_SCHEDULES = Handler(SCHEDULES, "list", Empty, ScheduleList)
+FIRE = Handler(SCHEDULES, "fire", Tick, Empty)
 
 PUBLISH = Handler(TENANT, "publish", AgentSpec, PublishedSpec)
 LATEST_SPEC = Handler(TENANT, "spec", SpecQuery, SpecAnswer)

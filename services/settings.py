@@ -105,6 +105,18 @@ class Settings(BaseSettings):
         description="Model tokens one tenant's agents may use in a day (UTC); past it, new "
         "messages are refused until the next day; 0: no limit.",
     )
+    agent_schedules: int = Field(
+        default=20,
+        ge=1,
+        description="Schedules one agent may have; a tenant's ceiling is this times "
+        "TEASPILL_TENANT_AGENTS.",
+    )
+    schedule_min_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="The shortest gap a schedule may leave between two fires (an `every` or "
+        "a cron expression).",
+    )
     keep_alive_seconds: int = Field(
         default=5,
         ge=1,

@@ -28,7 +28,10 @@ SAMPLES = {
     "file": str(ROOT / "examples" / "assistant.toml"),
     "request_id": "t1r1-call_0",
     "key_id": "abcdefabcdef",
+    "schedule_id": "s1",
 }
+OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
+"""Options a command cannot run without."""
 
 NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
@@ -45,7 +48,8 @@ def runnable_commands() -> list[list[str]]:
         if name in NEEDS_NO_STACK:
             continue
         positional = [a.dest for a in command._actions if not a.option_strings]
-        found.append([*name.split()[1:], *(SAMPLES[dest] for dest in positional)])
+        samples = [SAMPLES[dest] for dest in positional]
+        found.append([*name.split()[1:], *samples, *OPTIONS.get(name, [])])
     return found
 
 

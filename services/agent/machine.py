@@ -28,6 +28,8 @@ from schemas.events import (
     EventBody,
     MessageQueued,
     Outcome,
+    ScheduleFired,
+    ScheduleSkipped,
     StopRefused,
     TurnEnded,
     TurnParked,
@@ -36,13 +38,18 @@ from schemas.events import (
 from schemas.harness import AwaitingApproval, AwaitingChildren, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
-from schemas.wake import Approval, ChildReport, Message, Stop, Timer, Wake
+from schemas.wake import Approval, ChildReport, Message, ScheduleSkip, Stop, Timer, Wake
 from services.harness.loop import child_reported, is_pending
 
 STOPPED = "Stopped on request."
 SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
 NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
 PARK, DEQUEUE = "park", "dequeue"
+BUSY = "The agent had a turn in progress, and the schedule skips a fire that finds it busy."
+LATE = (
+    "Fired late, once for the whole time the service was down: {missed} planned fires fell "
+    "in it and were not run one by one."
+)
 RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
 
 # --- inputs: a wake, or what an effect produced ------------------------------------
@@ -165,7 +172,7 @@ def state_of(turn: TurnState | None) -> AgentState:
 
 def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa: PLR0911 - one per kind
     match given:
-        case Message():
+        case Message() | ScheduleSkip():
             return _on_message(address, record, given)
         case SpecFound():
             return _on_spec(address, record, given)
@@ -196,7 +203,31 @@ def _kept(record: AgentRecord, ledger: Ledger | None, context: ContextState | No
 # --- messages and turns ---------------------------------------------------------------
 
 
-def _on_message(address: str, record: AgentRecord, message: Message) -> Reaction:
+def _on_message(address: str, record: AgentRecord, message: Message | ScheduleSkip) -> Reaction:
+    if isinstance(message, ScheduleSkip):
+        now = record.turn
+        turn, round_ = (now.number, now.round) if now is not None else (record.turns, 0)
+        skipped = ScheduleSkipped(message.schedule, message.planned, BUSY)
+        return Reaction(record, (Emit(turn, round_, (skipped,)),))
+    reaction = _arrived(address, record, message)
+    if message.schedule is None:
+        return reaction
+    fired = message.schedule
+    note = LATE.format(missed=fired.missed) if fired.missed else ""
+    body = ScheduleFired(fired.schedule, fired.planned, fired.missed, note)
+    turn, round_ = _position(record)
+    return dataclasses.replace(reaction, effects=(Emit(turn, round_, (body,)), *reaction.effects))
+
+
+def _position(record: AgentRecord) -> tuple[int, int]:
+    """The turn and round an event that arrives now is recorded under: the turn in
+    progress, else the turn a message would start."""
+    if record.turn is not None:
+        return record.turn.number, record.turn.round
+    return record.turns + 1, 0
+
+
+def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:
     turn = record.turn
     if turn is None:
         return _start(address, record, message, direct=True)

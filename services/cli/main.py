@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schemas.spec import AgentSpec
-from services.cli import admin, health, stack, talk
+from services.cli import admin, health, schedules, stack, talk
 from services.cli.errors import guarded
 from services.cli.gateway import Doors, offer_of, tenant_of
 from services.cli.home import exports, located
@@ -174,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
     verbs = cli.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _stack_commands(verbs)
     _talk_commands(verbs)
+    schedules.commands(verbs)
     _admin_commands(verbs)
     return cli
 

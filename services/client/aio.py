@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from schemas.events import Event, TimelinePage, TurnEnded
+from schemas.schedule import Schedule
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec
 from services.client import calls
@@ -187,6 +188,17 @@ class AsyncClient:
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         return await self._do(calls.revoke_key(key_id))
+
+    async def add_schedule(self, address: str, schedule: Mapping[str, Any]) -> Schedule:
+        """`schedule` as the route takes it: `text` and one of `every`, `cron`, `at`."""
+        return await self._do(calls.add_schedule(address, schedule))
+
+    async def schedules(self, address: str) -> tuple[Schedule, ...]:
+        """The agent's schedules, each with its next fire (`next_at`)."""
+        return (await self._do(calls.schedules(address))).schedules
+
+    async def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
+        return await self._do(calls.remove_schedule(address, schedule_id))
 
 
 async def until_turn_ends(items: AsyncIterator[Item]) -> AsyncIterator[Item]:

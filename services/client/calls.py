@@ -11,6 +11,7 @@ from urllib.parse import quote
 import msgspec
 
 from schemas.events import TimelinePage
+from schemas.schedule import Schedule, ScheduleList
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec, SpecVersions
 from services.client.errors import ApiError, from_response
@@ -118,3 +119,16 @@ def create_key(scope: str, name: str) -> Call[NewKey]:
 
 def revoke_key(key_id: str) -> Call[KeyInfo]:
     return Call("POST", f"/v1/keys/{quote(key_id, safe='')}/revoke", KeyInfo)
+
+
+def add_schedule(address: str, schedule: Mapping[str, Any]) -> Call[Schedule]:
+    return Call("POST", f"{agent_path(address)}/schedules", Schedule, body=_json(dict(schedule)))
+
+
+def schedules(address: str) -> Call[ScheduleList]:
+    return Call("GET", f"{agent_path(address)}/schedules", ScheduleList)
+
+
+def remove_schedule(address: str, schedule_id: str) -> Call[Schedule]:
+    path = f"{agent_path(address)}/schedules/{quote(schedule_id, safe='')}"
+    return Call("DELETE", path, Schedule)

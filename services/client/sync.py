@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from schemas.events import Event, TimelinePage, TurnEnded
+from schemas.schedule import Schedule
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec
 from services.client import calls
@@ -187,6 +188,17 @@ class Client:
 
     def revoke_key(self, key_id: str) -> KeyInfo:
         return self._do(calls.revoke_key(key_id))
+
+    def add_schedule(self, address: str, schedule: Mapping[str, Any]) -> Schedule:
+        """`schedule` as the route takes it: `text` and one of `every`, `cron`, `at`."""
+        return self._do(calls.add_schedule(address, schedule))
+
+    def schedules(self, address: str) -> tuple[Schedule, ...]:
+        """The agent's schedules, each with its next fire (`next_at`)."""
+        return (self._do(calls.schedules(address))).schedules
+
+    def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
+        return self._do(calls.remove_schedule(address, schedule_id))
 
 
 def until_turn_ends(items: Iterator[Item]) -> Iterator[Item]:

@@ -33,6 +33,7 @@ from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
 from services.gateway.routes_keys import router as keys
 from services.gateway.routes_ops import router as operations
+from services.gateway.routes_schedules import router as schedules
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
 from services.gateway.runtime import Runtime
@@ -112,6 +113,7 @@ def create_app(
     errors.install(app)
     routers = (
         agents,
+        schedules,
         control,
         timelines,
         artifacts,

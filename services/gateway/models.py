@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from services.keys import NAME_PATTERN
 
@@ -161,3 +161,43 @@ class HealthDown(Strict):
     status: Literal["unavailable"]
     parts: dict[str, str] = Field(description="`ok`, or why the part does not answer.")
     error: ErrorDetail
+
+
+class ScheduleIn(Strict):
+    """A schedule: the message it sends and exactly one of `every`, `cron` and `at`."""
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="The message it sends.")
+    every: str | None = Field(
+        default=None, max_length=40, description="A duration: 90s, 5m, 1h30m, 2d."
+    )
+    cron: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Five cron fields (minute hour day-of-month month day-of-week).",
+    )
+    zone: str = Field(
+        default="UTC", max_length=64, description="The time zone `cron` reads the clock in."
+    )
+    at: AwareDatetime | None = Field(
+        default=None,
+        strict=False,
+        description="One instant in ISO 8601 with its offset; fires once.",
+    )
+    while_busy: Literal["queue", "skip"] = Field(
+        default="queue",
+        description="A fire that finds a turn in progress: queue its message behind the "
+        "turn, or skip it (`schedule_skipped` on the timeline).",
+    )
+    kind: Kind | None = Field(
+        default=None, description="A published kind, for an agent the first fire creates."
+    )
+
+    @model_validator(mode="after")
+    def one_clock(self) -> ScheduleIn:
+        given = [name for name in ("every", "cron", "at") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a schedule takes exactly one of 'every', 'cron' and 'at', got "
+                + (", ".join(repr(g) for g in given) or "none")
+            )
+        return self

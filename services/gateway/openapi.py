@@ -11,6 +11,7 @@ import msgspec
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch, Retraction
 from schemas.projection import ProjectedBatch
+from schemas.schedule import Schedule, ScheduleList
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.models import ErrorOut
@@ -24,6 +25,8 @@ SHARED_TYPES = (
     LiveBatch,
     Retraction,
     ProjectedBatch,
+    Schedule,
+    ScheduleList,
 )
 
 

@@ -12,15 +12,19 @@ from typing import TypeVar
 import httpx
 import msgspec
 
+from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
+    ADD_SCHEDULE,
     KEYS,
     LATEST_SPEC,
+    LIST_SCHEDULES,
     OFFERED,
     PUBLISH,
+    REMOVE_SCHEDULE,
     REVOKE_KEY,
     STOP,
     WAKE,
@@ -91,6 +95,16 @@ class Upstream:
 
     async def revoke_key(self, tenant: str, key_id: str) -> ApiKey:
         return await _answer(self._client.call(REVOKE_KEY, KeyRef(key_id), tenant))
+
+    async def add_schedule(self, address: str, spec: ScheduleSpec) -> Schedule:
+        return await _answer(self._client.call(ADD_SCHEDULE, spec, address))
+
+    async def schedules(self, address: str) -> ScheduleList:
+        listed = self._client.call(LIST_SCHEDULES, Empty(), address, patience=QUICK)
+        return await _answer(listed)
+
+    async def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
+        return await _answer(self._client.call(REMOVE_SCHEDULE, ScheduleRef(schedule_id), address))
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

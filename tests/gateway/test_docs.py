@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from schemas.events import TimelinePage
 from schemas.live import LiveBatch
 from schemas.projection import ProjectedBatch
+from schemas.schedule import Schedule, ScheduleList
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.app import create_app
@@ -36,6 +37,7 @@ from services.gateway.models import (
     MessageAccepted,
     MessageIn,
     ProjectedAccepted,
+    ScheduleIn,
     StopAccepted,
 )
 from services.settings import Settings
@@ -85,6 +87,9 @@ def decode(example: dict[str, Any]) -> object:
         ("invocation_id", MessageAccepted),
         ("last_activity", AgentOut),
         ("published_at", PublishedSpec),
+        ("next_at", Schedule),
+        ("schedules", ScheduleList),
+        ("while_busy", ScheduleIn),
         ("text", MessageIn),
         ("instructions", AgentSpec),
     ]
@@ -111,9 +116,10 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"HealthDown", "LiveAccepted"} <= decoded
     assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded
     assert {"MeOut", "KeysOut", "KeyIn", "KeyCreated", "RunAgentInput"} <= decoded
+    assert {"ScheduleIn", "Schedule", "ScheduleList"} <= decoded
 
 
-REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec", "KeyIn", "RunAgentInput")
+REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec", "KeyIn", "RunAgentInput", "ScheduleIn")
 """Bodies a client sends may leave out optional fields; answers show every field."""
 
 
