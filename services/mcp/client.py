@@ -20,6 +20,7 @@ import mcp_types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.inbound import x_mcp_header_map
 
 from services.mcp.config import Server, resolved
 
@@ -67,6 +68,12 @@ async def list_tools(client: Client) -> list[mcp_types.Tool]:
 
 
 async def call_tool(
-    client: Client, name: str, arguments: dict[str, Any]
+    client: Client, name: str, arguments: dict[str, Any], schema: dict[str, Any] | None = None
 ) -> mcp_types.CallToolResult:
+    """Call `name`; `schema` is its input schema as the catalog listed it. Arguments that
+    the schema marks `x-mcp-header` go to a 2026-07-28 server as `Mcp-Param-*` headers too:
+    the SDK adds those only for a tool its session has listed, and this connection has
+    listed nothing, so such a tool is listed first."""
+    if schema is not None and x_mcp_header_map(schema):
+        await list_tools(client)
     return await client.call_tool(name, arguments)

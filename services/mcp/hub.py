@@ -110,7 +110,9 @@ class McpHub:
         try:
             with anyio.fail_after(self._deadline):
                 async with connected(server, key, seconds=self._deadline) as client:
-                    answer = await call_tool(client, tool.tool, call.arguments)
+                    answer = await call_tool(
+                        client, tool.tool, call.arguments, tool.definition.parameters
+                    )
         except TimeoutError:
             return self._late(call, tool)
         except Exception as error:  # noqa: BLE001 - on this step's own loop; worded below
