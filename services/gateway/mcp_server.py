@@ -16,6 +16,7 @@ import hashlib
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 from mcp import types
@@ -84,7 +85,10 @@ class Mcp:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.server = TeaspillServer(
-            "teaspill", on_list_tools=self._list_tools, on_call_tool=self._call_tool
+            "teaspill",
+            version=version("teaspill"),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
         self.server.extensions = {EXTENSION: {}}
         self.server.middleware.append(self._task_call)
