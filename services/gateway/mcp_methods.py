@@ -96,7 +96,14 @@ class TaskMethods:
         self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams
     ) -> dict[str, Any]:
         """The call's result once the turn ends (or waits for a person): the request
-        waits as long as the turn runs."""
+        waits as long as the turn runs. The stateless revision has no such method (its
+        `tasks/get` carries the result), so there it is an unknown method."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(
+                types.METHOD_NOT_FOUND,
+                f"tasks/result is not a method of revision {ctx.protocol_version}: "
+                "tasks/get gives a task's result once it ended",
+            )
         agent, message_id, view = await self._task(ctx, params.task_id, "read")
         result = mcp_tasks.view_result(view)
         if result is None:
