@@ -30,7 +30,8 @@ class TurnStarted(msgspec.Struct, frozen=True, tag="turn_started"):
 
 
 class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
-    """A message arrived while a turn was in progress; it runs when that turn ends."""
+    """A message arrived while a turn was in progress (or the agent was paused); it runs
+    when that turn ends (or once the agent is resumed)."""
 
     text: str
     message_id: str = ""
@@ -55,6 +56,23 @@ class ScheduleSkipped(msgspec.Struct, frozen=True, tag="schedule_skipped"):
     schedule: str
     planned: datetime
     reason: str = ""
+
+
+class MessageSteered(msgspec.Struct, frozen=True, tag="message_steered"):
+    """A message (`while_busy: steer`) joined the turn in progress: the model reads it in
+    the turn's next round, and it starts no turn of its own."""
+
+    text: str
+    message_id: str = ""
+
+
+class MessageRejected(msgspec.Struct, frozen=True, tag="message_rejected"):
+    """A message (`while_busy: reject`) found a turn in progress and ran nothing."""
+
+    text: str
+    message_id: str = ""
+    message: str = ""
+    """One sentence saying why."""
 
 
 class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
@@ -186,6 +204,19 @@ class TurnParked(msgspec.Struct, frozen=True, tag="turn_parked"):
     request_id: str
 
 
+class AgentPaused(msgspec.Struct, frozen=True, tag="agent_paused"):
+    """The agent holds: nothing runs until it is resumed (a running turn stopped at a
+    round boundary and keeps its place)."""
+
+    by: str = ""
+
+
+class AgentResumed(msgspec.Struct, frozen=True, tag="agent_resumed"):
+    """The agent runs again: its held turn goes on, then what arrived while paused."""
+
+    by: str = ""
+
+
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     outcome: Outcome
     reply: str = ""
@@ -198,6 +229,8 @@ class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
 EventBody = (
     TurnStarted
     | MessageQueued
+    | MessageSteered
+    | MessageRejected
     | ModelMessage
     | ModelFallback
     | ToolCalled
@@ -212,6 +245,8 @@ EventBody = (
     | ApprovalRefused
     | StopRefused
     | TurnParked
+    | AgentPaused
+    | AgentResumed
     | TurnEnded
     | ContextFolded
     | ScheduleFired
@@ -244,7 +279,7 @@ class TimelinePage(msgspec.Struct, frozen=True):
     """The agent's newest seq, so a reader knows whether more is there."""
 
 
-AgentState = Literal["idle", "running", "waiting", "parked"]
+AgentState = Literal["idle", "running", "waiting", "parked", "paused"]
 
 
 class AgentStatus(msgspec.Struct, frozen=True):

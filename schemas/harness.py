@@ -94,6 +94,11 @@ class Wait(msgspec.Struct, frozen=True, tag="wait"):
     pending: tuple[str, ...]
 
 
+class Between(msgspec.Struct, frozen=True, tag="between"):
+    """A round has ended (its model call and its tool calls): the driver answers with
+    what arrived for the running turn meanwhile (`Arrived`), or `Ack` for nothing."""
+
+
 class Reply(msgspec.Struct, frozen=True, tag="reply"):
     """The turn succeeded with this final text."""
 
@@ -116,6 +121,7 @@ Command = (
     | Refuse
     | AskApproval
     | Wait
+    | Between
     | Reply
     | Fail
 )
@@ -152,7 +158,15 @@ class Summary(msgspec.Struct, frozen=True, tag="summary"):
     problem: str = ""
 
 
-Result = ModelReply | ToolResult | Spawned | Ack | Summary
+class Arrived(msgspec.Struct, frozen=True, tag="arrived"):
+    """The answer to `Between`: messages that joined the running turn (the next round
+    shows them), and whether a pause holds the turn here."""
+
+    messages: tuple[ChatMessage, ...] = ()
+    hold: bool = False
+
+
+Result = ModelReply | ToolResult | Spawned | Ack | Summary | Arrived
 
 # --- state --------------------------------------------------------------------------
 
@@ -214,3 +228,6 @@ class TurnState(msgspec.Struct, frozen=True):
     """Time spent running in earlier wakes, for the wall-time budget."""
     usage: Usage = Usage()
     """Model tokens used so far, summed over finished model calls."""
+    arrived: tuple[ChatMessage, ...] = ()
+    """Messages that joined the turn (`while_busy: steer`) while it waited: the turn's
+    next round adds them to its messages, after what it waited for."""

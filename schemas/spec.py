@@ -13,6 +13,12 @@ Policy = Literal["allow", "ask", "deny"]
 """`allow`: the model may call the tool; `ask`: each call waits for a person's approval;
 `deny`: the tool is never shown and a call to it is refused."""
 
+WhileBusy = Literal["queue", "interrupt", "steer", "reject"]
+"""What a message that arrives while a turn is in progress does: `queue` waits for the
+turn to end; `interrupt` stops the turn (as a stop does) and starts its own; `steer` joins
+the running turn at its next round boundary, where the model sees it; `reject` is refused
+(409) and runs nothing."""
+
 
 class Limits(msgspec.Struct, frozen=True):
     max_rounds: int = 8
@@ -85,6 +91,9 @@ class AgentSpec(msgspec.Struct, frozen=True):
     """The workspace's quota, network and command limits (for the workspace tools)."""
     summarizer: str = ""
     """The model that writes fold summaries; empty for the spec's own `model`."""
+    while_busy: WhileBusy = "queue"
+    """What a message that arrives while a turn is in progress does, when the message
+    does not say (`WhileBusy`)."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

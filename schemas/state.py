@@ -61,7 +61,13 @@ class AgentRecord(msgspec.Struct, frozen=True):
     turn: TurnState | None = None
     """The turn in progress, if any."""
     queue: tuple[Message, ...] = ()
-    """Messages that arrived while a turn waited for its children, in arrival order."""
+    """Messages that arrived while a turn waited for its children (or while the agent
+    was paused), in arrival order."""
+    paused: bool = False
+    """Paused: nothing runs (no turn starts, none goes on) until the agent is resumed."""
+    steered: tuple[str, ...] = ()
+    """Ids of the latest `KEEP_ANSWERED` messages that joined a running turn: each also
+    arrives as a wake of its own, which then does nothing."""
     answered: tuple[str, ...] = ()
     """The latest `KEEP_ANSWERED` approval requests that were answered or abandoned."""
     abandoned: tuple[str, ...] = ()

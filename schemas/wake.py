@@ -11,7 +11,7 @@ from datetime import datetime
 
 import msgspec
 
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, WhileBusy
 
 
 class ParentRef(msgspec.Struct, frozen=True):
@@ -55,6 +55,18 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     sender finds its turn without comparing texts (two equal messages are two turns)."""
     schedule: Fired | None = None
     """Set when a schedule sent the message."""
+    while_busy: WhileBusy | None = None
+    """What the message does if a turn is in progress when it arrives; None for the
+    spec's `while_busy` (`queue` unless the spec says otherwise). A sender sends it with
+    `services.durable.deliver` (from a handler) or the ingress client's `send_message`,
+    which also tell a running turn that it arrived."""
+
+
+def policy(message: Message, spec: AgentSpec | None) -> WhileBusy:
+    """The policy `message` follows: its own, else its agent's spec's."""
+    if message.while_busy is not None:
+        return message.while_busy
+    return spec.while_busy if spec is not None else "queue"
 
 
 class ChildReport(msgspec.Struct, frozen=True, tag="child_report"):
@@ -104,7 +116,20 @@ class Stop(msgspec.Struct, frozen=True, tag="stop"):
     by: str = ""
 
 
-Wake = Message | ChildReport | Timer | Approval | Stop | ScheduleSkip
+class Pause(msgspec.Struct, frozen=True, tag="pause"):
+    """Hold the agent: a running turn stops at its next round boundary, and nothing runs
+    until `Resume`; what arrives meanwhile is kept, in order."""
+
+    by: str = ""
+
+
+class Resume(msgspec.Struct, frozen=True, tag="resume"):
+    """Run again: the held turn goes on, then what arrived while paused, in order."""
+
+    by: str = ""
+
+
+Wake = Message | ChildReport | Timer | Approval | Stop | ScheduleSkip | Pause | Resume
 
 
 class WakeEnvelope(msgspec.Struct, frozen=True):

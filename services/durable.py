@@ -17,7 +17,8 @@ from typing import Any, Generic, TypeVar
 
 import restate
 
-from services.contracts import Handler
+from schemas.wake import Message, WakeEnvelope
+from services.contracts import WAKE, Handler
 
 T = TypeVar("T")
 In = TypeVar("In")
@@ -117,6 +118,22 @@ def send(
         key=key if handler.keyed else None,
         idempotency_key=idempotency_key,
         send_delay=delay,
+    )
+
+
+def deliver(
+    ctx: restate.Context,
+    address: str,
+    message: Message,
+    *,
+    idempotency_key: str | None = None,
+    delay: timedelta | None = None,
+) -> None:
+    """Send a message to an agent from inside a handler (a schedule's fire, a webhook's
+    delivery): the one way a message reaches an agent, whatever its `while_busy`. It
+    travels to the agent's `wake`, in order with everything else sent to it."""
+    send(
+        ctx, WAKE, WakeEnvelope(message), key=address, idempotency_key=idempotency_key, delay=delay
     )
 
 

@@ -428,7 +428,8 @@ class Driver:
     async def _finish(self, record: AgentRecord) -> AgentRecord:
         """Flush what is left of the timeline and write the record (if it changed): the
         wake's end. Returns the record as written."""
-        await self._timeline.flush(state_of(record.turn), self._read_clock, last=True)
+        state = state_of(record.turn, paused=record.paused)
+        await self._timeline.flush(state, self._read_clock, last=True)
         if record.timeline != self._timeline.mark:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)
         await self._store.finish(record)
@@ -439,7 +440,7 @@ def status(address: str, record: AgentRecord, mark: TimelineMark, *, running: bo
     """The agent's status, its state derived from the turn's phase by `state_of`."""
     return AgentStatus(
         address=address,
-        state="running" if running else state_of(record.turn),
+        state="running" if running else state_of(record.turn, paused=record.paused),
         turn=record.turns,
         last_seq=mark.last_seq,
         last_outcome=record.last_outcome,

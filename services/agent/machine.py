@@ -10,9 +10,7 @@ same reaction, which is what makes a durable replay and a unit test the same thi
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
 
 import msgspec
 
@@ -20,13 +18,14 @@ from schemas.address import parse_address
 from schemas.chat import ChatMessage
 from schemas.context import ContextState, Segment
 from schemas.events import (
+    AgentPaused,
+    AgentResumed,
     AgentState,
     ApprovalAbandoned,
-    ApprovalAnswered,
-    ApprovalRefused,
     ChildReported,
-    EventBody,
     MessageQueued,
+    MessageRejected,
+    MessageSteered,
     Outcome,
     ScheduleFired,
     ScheduleSkipped,
@@ -35,131 +34,74 @@ from schemas.events import (
     TurnParked,
     TurnStarted,
 )
-from schemas.harness import AwaitingApproval, AwaitingChildren, TurnState
+from schemas.harness import AwaitingApproval, AwaitingChildren, Running, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
-from schemas.wake import Approval, ChildReport, Message, ScheduleSkip, Stop, Timer, Wake
+from schemas.wake import (
+    Approval,
+    ChildReport,
+    Message,
+    Pause,
+    Resume,
+    ScheduleSkip,
+    Stop,
+    Timer,
+    policy,
+)
+from services.agent.approvals import on_approval, remember
+from services.agent.reaction import (
+    Drive,
+    Effect,
+    Emit,
+    FindSpec,
+    Input,
+    Reaction,
+    RefuseWake,
+    Remember,
+    SendWake,
+    SpecFound,
+    TurnRan,
+    TurnStopped,
+)
 from services.harness.loop import child_reported, is_pending
+
+__all__ = [
+    "Drive",
+    "Effect",
+    "Emit",
+    "FindSpec",
+    "Input",
+    "Reaction",
+    "RefuseWake",
+    "Remember",
+    "SendWake",
+    "SpecFound",
+    "TurnRan",
+    "TurnStopped",
+    "react",
+    "state_of",
+]
 
 STOPPED = "Stopped on request."
 SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
+INTERRUPTED = "Stopped by a newer message, which asked to interrupt the turn in progress."
+REJECTED = "A turn was in progress, and the message asked to be rejected then: it ran nothing."
+REJECTED_PAUSED = "The agent is paused, and the message asked to be rejected then: it ran nothing."
 NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
+ALREADY_PAUSED = "The agent is paused already."
+NOT_PAUSED = "The agent is not paused; there is nothing to resume."
 PARK, DEQUEUE = "park", "dequeue"
 BUSY = "The agent had a turn in progress, and the schedule skips a fire that finds it busy."
 LATE = (
     "Fired late, once for the whole time the service was down: {missed} planned fires fell "
     "in it and were not run one by one."
 )
-RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
-
-# --- inputs: a wake, or what an effect produced ------------------------------------
 
 
-@dataclass(frozen=True)
-class SpecFound:
-    """The answer to `FindSpec`: the newest published spec of a kind, or None."""
-
-    message: Message
-    spec: AgentSpec | None
-    direct: bool
-
-
-@dataclass(frozen=True)
-class TurnRan:
-    """The answer to `Drive`: the turn as the harness left it. `ending` is None when the
-    turn paused (its phase says for what)."""
-
-    turn: TurnState
-    ending: tuple[Outcome, str] | None
-    ledger: Ledger | None = None
-    """The daily ledger after the turn's model calls (None: unchanged)."""
-    context: ContextState | None = None
-    """The history's marks after the turn's folds and model calls (None: unchanged)."""
-
-
-@dataclass(frozen=True)
-class TurnStopped:
-    """`Drive` was cancelled by a stop; `turn` carries the round and usage it reached."""
-
-    turn: TurnState
-    ledger: Ledger | None = None
-    context: ContextState | None = None
-
-
-Input = Wake | SpecFound | TurnRan | TurnStopped
-
-# --- effects ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Emit:
-    """Append events to the timeline."""
-
-    turn: int
-    round: int
-    bodies: tuple[EventBody, ...]
-
-
-@dataclass(frozen=True)
-class SendWake:
-    """A one-way wake to an agent (this one, a child or a parent)."""
-
-    address: str
-    wake: Wake
-    key: str | None = None
-    delay: timedelta | None = None
-
-
-@dataclass(frozen=True)
-class FindSpec:
-    """Look up the newest published spec of `kind`; answered with `SpecFound`."""
-
-    message: Message
-    kind: str
-    direct: bool
-
-
-@dataclass(frozen=True)
-class Drive:
-    """Run the turn's rounds until it pauses or ends; answered with `TurnRan` (or
-    `TurnStopped`)."""
-
-    turn: TurnState
-
-
-@dataclass(frozen=True)
-class Remember:
-    """Write history segment `index` (once): messages later turns see."""
-
-    index: int
-    segment: Segment
-
-
-@dataclass(frozen=True)
-class RefuseWake:
-    """Answer the wake's sender with an error; nothing else of this input happens."""
-
-    status: int
-    sentence: str
-
-
-Effect = Emit | SendWake | FindSpec | Drive | Remember | RefuseWake
-
-
-@dataclass(frozen=True)
-class Reaction:
-    """The new record and what to do. An effect that answers (`FindSpec`, `Drive`) or
-    ends the wake (`RefuseWake`) is always the last one."""
-
-    record: AgentRecord
-    effects: tuple[Effect, ...] = ()
-    reply: str | None = None
-    """Set when a turn ended: its final reply if it succeeded, else empty."""
-    note: str = ""
-
-
-def state_of(turn: TurnState | None) -> AgentState:
+def state_of(turn: TurnState | None, *, paused: bool = False) -> AgentState:
     """The agent's status, from the phase of its turn: the one place it is decided."""
+    if paused:
+        return "paused"
     match turn:
         case None:
             return "idle"
@@ -176,9 +118,10 @@ def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa:
             return _on_message(address, record, given)
         case SpecFound():
             return _on_spec(address, record, given)
-        case TurnRan() | TurnStopped() if given.ledger is not None or given.context is not None:
-            kept = _kept(record, given.ledger, given.context)
-            return react(address, kept, dataclasses.replace(given, ledger=None, context=None))
+        case TurnRan() | TurnStopped() if given.ledger or given.context or given.steered:
+            kept = _kept(record, given.ledger, given.context, given.steered)
+            bare = dataclasses.replace(given, ledger=None, context=None, steered=())
+            return react(address, kept, bare)
         case TurnRan():
             return _on_ran(address, record, given)
         case TurnStopped(turn=turn):
@@ -186,17 +129,26 @@ def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa:
         case ChildReport():
             return _on_child(record, given)
         case Approval():
-            return _on_approval(record, given)
+            return on_approval(record, given)
         case Timer(name=name, turn=number):
             return _on_timer(address, record, name, number)
-        case Stop():
-            return _on_stop(address, record)
+        case Stop() | Pause() | Resume():
+            return _on_control(address, record, given)
 
 
-def _kept(record: AgentRecord, ledger: Ledger | None, context: ContextState | None) -> AgentRecord:
-    """The record with the ledger and the history marks a driven turn left."""
+def _kept(
+    record: AgentRecord,
+    ledger: Ledger | None,
+    context: ContextState | None,
+    steered: tuple[str, ...],
+) -> AgentRecord:
+    """The record with the ledger, the history marks and the steered messages a driven
+    turn left."""
     return msgspec.structs.replace(
-        record, ledger=ledger or record.ledger, context=context or record.context
+        record,
+        ledger=ledger or record.ledger,
+        context=context or record.context,
+        steered=(*record.steered, *steered)[-KEEP_ANSWERED:],
     )
 
 
@@ -205,10 +157,8 @@ def _kept(record: AgentRecord, ledger: Ledger | None, context: ContextState | No
 
 def _on_message(address: str, record: AgentRecord, message: Message | ScheduleSkip) -> Reaction:
     if isinstance(message, ScheduleSkip):
-        now = record.turn
-        turn, round_ = (now.number, now.round) if now is not None else (record.turns, 0)
         skipped = ScheduleSkipped(message.schedule, message.planned, BUSY)
-        return Reaction(record, (Emit(turn, round_, (skipped,)),))
+        return Reaction(record, (Emit(*_where(record), (skipped,)),))
     reaction = _arrived(address, record, message)
     if message.schedule is None:
         return reaction
@@ -227,17 +177,55 @@ def _position(record: AgentRecord) -> tuple[int, int]:
     return record.turns + 1, 0
 
 
-def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:
+def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:  # noqa: PLR0911 - one per policy
+    if message.id and message.id in record.steered:
+        return Reaction(record)  # it joined a running turn already
     turn = record.turn
-    if turn is None:
+    if turn is None and not record.paused:
         return _start(address, record, message, direct=True)
+    rule = policy(message, turn.spec if turn is not None else record.spec)
+    if rule == "reject":
+        return _reject(record, message)
+    if turn is None or record.paused:
+        return _queue(record, message)
+    if rule == "interrupt":
+        ended = _end(address, record, turn, "stopped", INTERRUPTED)
+        return _then(ended, _start(address, ended.record, message, direct=True))
+    if rule == "steer":
+        return _steer(record, turn, message)
     if isinstance(turn.phase, AwaitingApproval):
         ended = _end(address, record, turn, "superseded", SUPERSEDED)
         return _then(ended, _start(address, ended.record, message, direct=True))
+    return _queue(record, message)
+
+
+def _where(record: AgentRecord) -> tuple[int, int]:
+    """The turn and round an event that is not part of a running round goes under."""
+    turn = record.turn
+    return (turn.number, turn.round) if turn is not None else (record.turns, 0)
+
+
+def _queue(record: AgentRecord, message: Message) -> Reaction:
     queued = msgspec.structs.replace(record, queue=(*record.queue, message))
-    return Reaction(
-        queued, (Emit(turn.number, turn.round, (MessageQueued(message.text, message.id),)),)
-    )
+    event = MessageQueued(message.text, message.id)
+    return Reaction(queued, (Emit(*_where(record), (event,)),))
+
+
+def _reject(record: AgentRecord, message: Message) -> Reaction:
+    """Recorded (a one-way sender does not wait) and refused to a sender that waits."""
+    sentence = REJECTED_PAUSED if record.paused else REJECTED
+    event = MessageRejected(message.text, message.id, sentence)
+    return Reaction(record, (Emit(*_where(record), (event,)), RefuseWake(409, sentence)))
+
+
+def _steer(record: AgentRecord, turn: TurnState, message: Message) -> Reaction:
+    """Join a turn that waits: its next round shows the message, after what it waited
+    for. (A running turn is joined at a round boundary: see the `arrived` handler.)"""
+    user = ChatMessage(role="user", content=message.text)
+    joined = msgspec.structs.replace(turn, arrived=(*turn.arrived, user))
+    event = MessageSteered(message.text, message.id)
+    updated = msgspec.structs.replace(record, turn=joined)
+    return Reaction(updated, (Emit(turn.number, turn.round, (event,)),))
 
 
 def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:
@@ -302,8 +290,12 @@ def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
     turn = ran.turn
     if ran.ending is not None:
         ended = _end(address, record, turn, *ran.ending)
+        if ran.held is not None:
+            ended = _then(ended, _on_pause(ended.record, ran.held))
         return _then(ended, _next(address, ended.record))
     paused = msgspec.structs.replace(record, turn=turn)
+    if ran.held is not None:
+        return _on_pause(paused, ran.held)
     if isinstance(turn.phase, AwaitingApproval):
         delay = timedelta(seconds=turn.spec.limits.approval_timeout)
         park = SendWake(address, Timer(PARK, turn=turn.number), delay=delay)
@@ -329,14 +321,14 @@ def _end(
     if isinstance(turn.phase, AwaitingApproval):
         request = turn.phase.approval.request_id
         effects.append(Emit(turn.number, turn.round, (ApprovalAbandoned(request),)))
-        answered = _remember(answered, request)
+        answered = remember(answered, request)
         abandoned = tuple(r for r in (*abandoned, request) if r in answered)
     succeeded = outcome == "succeeded"
     body = TurnEnded(
         outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
     )
-    record, remember = _remembered(record, Segment(turn.number, turn.messages))
-    effects += [Emit(turn.number, turn.round, (body,)), remember]
+    record, kept = _remembered(record, Segment(turn.number, turn.messages))
+    effects += [Emit(turn.number, turn.round, (body,)), kept]
     if turn.parent is not None:
         report = ChildReport(address, turn.parent.turn, turn.parent.call_id, outcome, text)
         key = f"finished {address} {turn.number}"
@@ -355,14 +347,14 @@ def _remembered(record: AgentRecord, segment: Segment) -> tuple[AgentRecord, Rem
 
 
 def _next(address: str, record: AgentRecord) -> Reaction:
-    """Start the next queued message, if any."""
-    if not record.queue:
+    """Start the next queued message, if any (none while paused)."""
+    if not record.queue or record.paused:
         return Reaction(record)
     message, rest = record.queue[0], record.queue[1:]
     return _start(address, msgspec.structs.replace(record, queue=rest), message, direct=False)
 
 
-# --- children, approvals, timers, stop ------------------------------------------------
+# --- children, timers, stop, pause ----------------------------------------------------
 
 
 def _on_child(record: AgentRecord, report: ChildReport) -> Reaction:
@@ -379,54 +371,9 @@ def _on_child(record: AgentRecord, report: ChildReport) -> Reaction:
     turn = child_reported(turn, report)
     emitted = Emit(turn.number, turn.round, (event,))
     updated = msgspec.structs.replace(record, turn=turn)
-    if isinstance(turn.phase, AwaitingChildren) and not turn.pending:
+    if isinstance(turn.phase, AwaitingChildren) and not turn.pending and not record.paused:
         return Reaction(updated, (emitted, Drive(turn)))
     return Reaction(updated, (emitted,))
-
-
-def _on_approval(record: AgentRecord, answer: Approval) -> Reaction:
-    """Run or refuse the call a person answered: the turn goes on where it paused."""
-    turn = record.turn
-    phase = turn.phase if turn is not None else None
-    if (
-        turn is None
-        or not isinstance(phase, AwaitingApproval)
-        or phase.approval.request_id != answer.request_id
-        or phase.approval.answer is not None
-    ):
-        return _refuse_answer(record, answer)
-    answered = msgspec.structs.replace(phase.approval, answer=answer.approve, note=answer.note)
-    resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
-    event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by)
-    updated = msgspec.structs.replace(
-        record, turn=resumed, answered=_remember(record.answered, answer.request_id)
-    )
-    return Reaction(updated, (Emit(turn.number, turn.round, (event,)), Drive(resumed)))
-
-
-def _refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:
-    """An answer that changes nothing is recorded (its sender may not wait for the wake)
-    and refused to a sender that waits."""
-    request = answer.request_id
-    reason: RefusalReason
-    if request in record.abandoned:
-        reason, status = "turn_ended", 409
-        sentence = f"Approval request {request!r} was not answered before its turn ended"
-    elif request in record.answered:
-        reason, status = "already_answered", 409
-        sentence = f"Approval request {request!r} was already answered"
-    else:
-        reason, status = "unknown_request", 404
-        sentence = f"There is no pending approval request {request!r} for this agent"
-    sentence += "; nothing was changed." if status == 409 else "."
-    refused = ApprovalRefused(request, reason, answer.approve, answer.by, sentence)
-    turn = record.turn
-    number, round_ = (turn.number, turn.round) if turn is not None else (record.turns, 0)
-    return Reaction(record, (Emit(number, round_, (refused,)), RefuseWake(status, sentence)))
-
-
-def _remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:
-    return (*answered, request_id)[-KEEP_ANSWERED:]
 
 
 def _on_timer(address: str, record: AgentRecord, name: str, number: int) -> Reaction:
@@ -445,6 +392,16 @@ def _on_timer(address: str, record: AgentRecord, name: str, number: int) -> Reac
     return Reaction(msgspec.structs.replace(record, turn=parked), (event,))
 
 
+def _on_control(address: str, record: AgentRecord, wake: Stop | Pause | Resume) -> Reaction:
+    match wake:
+        case Stop():
+            return _on_stop(address, record)
+        case Pause():
+            return _on_pause(record, wake)
+        case Resume():
+            return _on_resume(address, record, wake)
+
+
 def _on_stop(address: str, record: AgentRecord) -> Reaction:
     """Stop a turn that waits or is parked. (A running turn is stopped by cancelling its
     invocation: see the `stop` handler.)"""
@@ -453,6 +410,38 @@ def _on_stop(address: str, record: AgentRecord) -> Reaction:
         return Reaction(record, (refused,), note=NOTHING_TO_STOP)
     ended = _end(address, record, record.turn, "stopped", STOPPED)
     return _then(ended, _next(address, ended.record))
+
+
+def _on_pause(record: AgentRecord, pause: Pause) -> Reaction:
+    if record.paused:
+        return Reaction(record, note=ALREADY_PAUSED)
+    paused = msgspec.structs.replace(record, paused=True)
+    return Reaction(paused, (Emit(*_where(record), (AgentPaused(pause.by),)),))
+
+
+def _on_resume(address: str, record: AgentRecord, resume: Resume) -> Reaction:
+    """The held turn goes on if it can (it stopped at a round boundary, its children all
+    reported, or its answer came), else what queued while paused starts."""
+    if not record.paused:
+        return Reaction(record, note=NOT_PAUSED)
+    resumed = msgspec.structs.replace(record, paused=False)
+    emitted = Reaction(resumed, (Emit(*_where(record), (AgentResumed(resume.by),)),))
+    turn = resumed.turn
+    if turn is None:
+        return _then(emitted, _next(address, resumed))
+    if _can_go_on(turn):
+        return _then(emitted, Reaction(resumed, (Drive(turn),)))
+    return emitted
+
+
+def _can_go_on(turn: TurnState) -> bool:
+    match turn.phase:
+        case Running():
+            return True
+        case AwaitingChildren():
+            return not turn.pending
+        case AwaitingApproval(approval=approval):
+            return approval.answer is not None
 
 
 def _then(first: Reaction, second: Reaction) -> Reaction:

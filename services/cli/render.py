@@ -9,6 +9,8 @@ from typing import Any
 import msgspec
 
 from schemas.events import (
+    AgentPaused,
+    AgentResumed,
     ApprovalAbandoned,
     ApprovalAnswered,
     ApprovalRefused,
@@ -19,6 +21,8 @@ from schemas.events import (
     ContextFolded,
     Event,
     MessageQueued,
+    MessageRejected,
+    MessageSteered,
     ModelFallback,
     ModelMessage,
     StopRefused,
@@ -66,6 +70,10 @@ def _answered(event: Event, body: Any) -> str:
 _WORDS: dict[type, Callable[[Event, Any], str]] = {
     TurnStarted: lambda e, b: f"turn {e.turn} started: {short(b.text)}",
     MessageQueued: lambda e, b: f"queued behind turn {e.turn}: {short(b.text)}",
+    MessageSteered: lambda e, b: f"joined turn {e.turn}: {short(b.text)}",
+    MessageRejected: lambda e, b: f"rejected: {short(b.text)} ({b.message})",
+    AgentPaused: lambda e, b: "paused" + (f" by {b.by}" if b.by else ""),
+    AgentResumed: lambda e, b: "resumed" + (f" by {b.by}" if b.by else ""),
     ModelMessage: lambda e, b: _model(b),
     ModelFallback: lambda e, b: (
         f"{b.model} failed, the round starts again on {b.next}: {short(b.reason)}"

@@ -14,7 +14,7 @@ KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
 MAX_TEXT = 32768
 
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
-AgentStatusName = Literal["idle", "running", "waiting", "parked"]
+AgentStatusName = Literal["idle", "running", "waiting", "parked", "paused"]
 
 
 class Strict(BaseModel):
@@ -29,6 +29,13 @@ class MessageIn(Strict):
         default=None,
         description="A published spec kind: the turn runs its newest version. Needed to "
         "create an agent; for an existing agent it switches the agent to that kind.",
+    )
+    while_busy: Literal["queue", "interrupt", "steer", "reject"] | None = Field(
+        default=None,
+        description="If a turn is in progress when the message arrives: `queue` runs it "
+        "after that turn, `interrupt` stops that turn and runs this one, `steer` adds it "
+        "to that turn at its next round, `reject` refuses it (409). Unset: the spec's "
+        "`while_busy`, `queue` by default.",
     )
 
 
@@ -69,7 +76,7 @@ class AgentOut(Strict):
     address: str
     kind: str
     spec_version: int
-    status: str = Field(description="idle, running, waiting or parked.")
+    status: str = Field(description="idle, running, waiting, parked or paused.")
     turn: int
     last_seq: int
     last_outcome: str | None

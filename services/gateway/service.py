@@ -46,9 +46,16 @@ async def send(
     if row is None and agent.address not in rt.recent:
         await rt.quotas.new_agent(agent.caller.tenant)
     await rt.quotas.tokens(agent.caller.tenant)
+    if row is not None:
+        await _refuse_if_busy(rt, agent, row, message)
     mid = message_id(agent.address, idempotency_key)
     invocation = await rt.ingress.send_message(
-        agent.address, message.text, message.kind, idempotency_key, mid
+        agent.address,
+        message.text,
+        message.kind,
+        idempotency_key,
+        mid,
+        while_busy=message.while_busy,
     )
     if row is None:
         rt.recent.add(agent.address)
@@ -60,6 +67,29 @@ async def send(
         events_url=events_url(agent.address, after),
         message_id=mid,
     )
+
+
+BUSY = frozenset({"running", "waiting", "parked", "paused"})
+"""The statuses in which a message finds a turn in progress (or the agent paused)."""
+
+
+async def _refuse_if_busy(rt: Runtime, agent: Owned, row: AgentRow, message: MessageIn) -> None:
+    """A message whose policy is `reject` is refused at once while the agent is busy (the
+    agent refuses one that finds it busy once it arrives, on its timeline)."""
+    if row.status not in BUSY:
+        return
+    policy = message.while_busy
+    if policy is None:
+        kind = message.kind or row.kind
+        spec = await rt.projection.read(lambda store: store.latest_spec(agent.caller.tenant, kind))
+        policy = spec.while_busy if spec is not None else "queue"
+    if policy == "reject":
+        raise ApiError(
+            409,
+            f"agent {agent.address} is {row.status} and the message's while_busy is "
+            "reject, so it was not sent: send it again once the agent is idle, or with "
+            "while_busy queue, interrupt or steer",
+        )
 
 
 def message_id(address: str, idempotency_key: str | None) -> str:

@@ -13,7 +13,7 @@ import httpx
 import msgspec
 
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
 from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import (
@@ -60,10 +60,13 @@ class Upstream:
         kind: str | None,
         idempotency_key: str | None,
         message_id: str = "",
+        *,
+        while_busy: WhileBusy | None = None,
     ) -> str:
         """One-way: returns the invocation id as soon as Restate has the message; its
         `turn_started` carries `message_id`."""
-        envelope = WakeEnvelope(Message(text, kind=kind, id=message_id))
+        message = Message(text, kind=kind, id=message_id, while_busy=while_busy)
+        envelope = WakeEnvelope(message)
         return await _answer(self._client.send(WAKE, envelope, address, idempotency_key, QUICK))
 
     async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:

@@ -16,9 +16,11 @@ from schemas.address import child_address, parse_address
 from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.context import ContextState, Segment
 from schemas.harness import (
+    Arrived,
     AskApproval,
     AwaitingApproval,
     AwaitingChildren,
+    Between,
     CallModel,
     CallTool,
     Command,
@@ -138,7 +140,9 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
                 "without reaching a final reply."
             )
             return turn
-        turn = msgspec.structs.replace(turn, round=turn.round + 1)
+        turn = msgspec.structs.replace(
+            turn, round=turn.round + 1, messages=(*turn.messages, *turn.arrived), arrived=()
+        )
         view = msgspec.structs.replace(view, current=view.current.then(turn.messages))
         view = yield from _fold(given, turn, view, l0)
         command = _model_call(given, turn, view, l0)
@@ -148,11 +152,19 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
             view, state=observed(view.state, command.prompt_chars, reply)
         )
         turn = _append(turn, reply.message)
-        if not reply.message.tool_calls:
+        calls = reply.message.tool_calls
+        if calls:
+            turn, status = yield from _run_calls(given, turn, calls, l0.policies)
+            if status != _GO_ON:
+                return turn
+        arrived = yield Between()
+        if isinstance(arrived, Arrived) and (arrived.messages or (arrived.hold and calls)):
+            turn = msgspec.structs.replace(turn, arrived=arrived.messages)
+            if arrived.hold:  # the round is done: the turn goes on once resumed
+                return turn
+            continue
+        if not calls:
             yield Reply(reply.message.content)
-            return turn
-        turn, status = yield from _run_calls(given, turn, reply.message.tool_calls, l0.policies)
-        if status != _GO_ON:
             return turn
 
 

@@ -32,6 +32,7 @@ from services.harness.inprocess import Recording, run_in_process
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import RECALL_LIMIT, RecallAnswer, answer, parse
 from services.tools.builtin import CALCULATOR
+from tests.harness.test_loop import kinds
 
 LIMITS = Limits(context_window=1200, max_tokens=100)
 SPEC = AgentSpec(kind="test", instructions="Be brief.", model="script", limits=LIMITS)
@@ -53,10 +54,6 @@ def given(turns: int, state: ContextState | None = None, text: str = "now") -> T
     recent = tuple(segment(n) for n in range(state.folded + 1, state.segments + 1))
     turn = TurnState(turns + 1, SPEC, (ChatMessage(role="user", content=text),))
     return TurnInput("acme.bot", turn, recent, (CALCULATOR.definition,), state)
-
-
-def kinds(recording: Recording) -> list[str]:
-    return [type(command).__name__ for command in recording.commands]
 
 
 def first(recording: Recording, kind: type[CallModel]) -> CallModel:

@@ -8,14 +8,18 @@ import pytest
 from schemas.chat import ChatMessage, ToolDefinition
 from schemas.context import ContextState, Segment
 from schemas.harness import (
+    Ack,
+    Arrived,
     AskApproval,
     AwaitingApproval,
     AwaitingChildren,
+    Between,
     CallModel,
     CallTool,
     Fail,
     Refuse,
     Reply,
+    Result,
     Running,
     Spawn,
     ToolResult,
@@ -26,7 +30,7 @@ from schemas.spec import AgentSpec, Limits
 from schemas.wake import ChildReport
 from services.executor.scripted import follow_directives, script
 from services.harness.inprocess import Recording, run_in_process
-from services.harness.loop import TurnInput, child_reported
+from services.harness.loop import TurnInput, child_reported, run_turn
 from services.tools.builtin import CALCULATOR
 
 SPEC = AgentSpec(kind="test", instructions="Be brief.", model="script", tools=("calculator",))
@@ -44,7 +48,8 @@ def run(given: TurnInput) -> Recording:
 
 
 def kinds(recording: Recording) -> list[str]:
-    return [type(command).__name__ for command in recording.commands]
+    """The commands but each round's `Between` (answered `Ack`: nothing arrived)."""
+    return [type(c).__name__ for c in recording.commands if not isinstance(c, Between)]
 
 
 def answer_42(command: CallTool) -> ToolResult:
@@ -291,3 +296,49 @@ def test_a_child_can_only_narrow_its_parents_grants() -> None:
     spawned = [c for c in recording.commands if isinstance(c, Spawn)]
     assert len(spawned) == 1
     assert spawned[0].spec.tools == {"ledger": "ask", "shell": "deny"}
+
+
+def _answering_between(given: TurnInput, arrived: Arrived) -> list[object]:
+    """Drive a turn whose first round's `Between` is answered with `arrived`."""
+    harness = run_turn(given)
+    seen: list[object] = []
+    command = next(harness)
+    answered = False
+    try:
+        while True:
+            seen.append(command)
+            result: Result
+            if isinstance(command, CallModel):
+                result = follow_directives(command.request)
+            elif isinstance(command, CallTool):
+                result = answer_42(command)
+            elif isinstance(command, Between) and not answered:
+                answered, result = True, arrived
+            else:
+                result = Ack()
+            command = harness.send(result)
+    except StopIteration as stop:
+        seen.append(stop.value)
+    return seen
+
+
+def test_a_message_that_arrived_during_the_last_round_is_shown_in_one_more_round() -> None:
+    joined = ChatMessage(role="user", content="and say hi")
+    seen = _answering_between(start("hello"), Arrived((joined,)))
+    calls = [c for c in seen if isinstance(c, CallModel)]
+    assert len(calls) == 2
+    assert calls[1].request.messages[-1] == joined
+    assert [c for c in seen if isinstance(c, Reply)] == [Reply("You said: and say hi")]
+
+
+def test_a_hold_at_a_round_boundary_keeps_the_turn_running_for_later() -> None:
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
+        {"reply": "It is {results}"},
+    )
+    seen = _answering_between(start(text), Arrived(hold=True))
+    final = seen[-1]
+    assert isinstance(final, TurnState)
+    assert isinstance(final.phase, Running)
+    assert final.round == 1
+    assert not [c for c in seen if isinstance(c, Reply)]

@@ -1,0 +1,65 @@
+"""A person's answer to an approval request, as the machine decides it: run (or refuse)
+the call the turn waits on, or refuse an answer that changes nothing. Pure, like the
+machine (`machine.py`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from schemas.events import ApprovalAnswered, ApprovalRefused
+from schemas.harness import AwaitingApproval
+from schemas.state import KEEP_ANSWERED, AgentRecord
+from schemas.wake import Approval
+from services.agent.reaction import Drive, Emit, Reaction, RefuseWake
+
+RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
+
+
+def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
+    """Run or refuse the call a person answered: the turn goes on where it paused."""
+    turn = record.turn
+    phase = turn.phase if turn is not None else None
+    if (
+        turn is None
+        or not isinstance(phase, AwaitingApproval)
+        or phase.approval.request_id != answer.request_id
+        or phase.approval.answer is not None
+    ):
+        return refuse_answer(record, answer)
+    answered = msgspec.structs.replace(phase.approval, answer=answer.approve, note=answer.note)
+    resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
+    event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by)
+    updated = msgspec.structs.replace(
+        record, turn=resumed, answered=remember(record.answered, answer.request_id)
+    )
+    emitted = Emit(turn.number, turn.round, (event,))
+    if record.paused:
+        return Reaction(updated, (emitted,))
+    return Reaction(updated, (emitted, Drive(resumed)))
+
+
+def refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:
+    """An answer that changes nothing is recorded (its sender may not wait for the wake)
+    and refused to a sender that waits."""
+    request = answer.request_id
+    reason: RefusalReason
+    if request in record.abandoned:
+        reason, status = "turn_ended", 409
+        sentence = f"Approval request {request!r} was not answered before its turn ended"
+    elif request in record.answered:
+        reason, status = "already_answered", 409
+        sentence = f"Approval request {request!r} was already answered"
+    else:
+        reason, status = "unknown_request", 404
+        sentence = f"There is no pending approval request {request!r} for this agent"
+    sentence += "; nothing was changed." if status == 409 else "."
+    refused = ApprovalRefused(request, reason, answer.approve, answer.by, sentence)
+    turn = record.turn
+    number, round_ = (turn.number, turn.round) if turn is not None else (record.turns, 0)
+    return Reaction(record, (Emit(number, round_, (refused,)), RefuseWake(status, sentence)))
+
+
+def remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:
+    return (*answered, request_id)[-KEEP_ANSWERED:]
