@@ -21,7 +21,13 @@ from services.cli.render import _WORDS, describe
 BODIES = get_args(EventBody)
 
 
-SCALARS: dict[Any, Any] = {str: "text", bool: True, int: 3, float: 0.5}
+SCALARS: dict[Any, Any] = {
+    str: "text",
+    bool: True,
+    int: 3,
+    float: 0.5,
+    datetime: "2026-12-01T09:00:00Z",
+}
 
 
 def sample(kind: Any) -> Any:

@@ -18,14 +18,10 @@ from schemas.address import parse_address
 from schemas.chat import ChatMessage
 from schemas.context import ContextState, Segment
 from schemas.events import (
-    AgentPaused,
     AgentResumed,
     AgentState,
     ApprovalAbandoned,
     ChildReported,
-    MessageQueued,
-    MessageRejected,
-    MessageSteered,
     Outcome,
     ScheduleFired,
     ScheduleSkipped,
@@ -34,7 +30,7 @@ from schemas.events import (
     TurnParked,
     TurnStarted,
 )
-from schemas.harness import AwaitingApproval, AwaitingChildren, Running, TurnState
+from schemas.harness import AwaitingApproval, AwaitingChildren, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
 from schemas.wake import (
@@ -49,6 +45,14 @@ from schemas.wake import (
     policy,
 )
 from services.agent.approvals import on_approval, remember
+from services.agent.arrivals import (
+    can_go_on,
+    on_pause,
+    queue,
+    reject,
+    steer,
+    where,
+)
 from services.agent.reaction import (
     Drive,
     Effect,
@@ -85,10 +89,7 @@ __all__ = [
 STOPPED = "Stopped on request."
 SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
 INTERRUPTED = "Stopped by a newer message, which asked to interrupt the turn in progress."
-REJECTED = "A turn was in progress, and the message asked to be rejected then: it ran nothing."
-REJECTED_PAUSED = "The agent is paused, and the message asked to be rejected then: it ran nothing."
 NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
-ALREADY_PAUSED = "The agent is paused already."
 NOT_PAUSED = "The agent is not paused; there is nothing to resume."
 PARK, DEQUEUE = "park", "dequeue"
 BUSY = "The agent had a turn in progress, and the schedule skips a fire that finds it busy."
@@ -158,7 +159,7 @@ def _kept(
 def _on_message(address: str, record: AgentRecord, message: Message | ScheduleSkip) -> Reaction:
     if isinstance(message, ScheduleSkip):
         skipped = ScheduleSkipped(message.schedule, message.planned, BUSY)
-        return Reaction(record, (Emit(*_where(record), (skipped,)),))
+        return Reaction(record, (Emit(*where(record), (skipped,)),))
     reaction = _arrived(address, record, message)
     if message.schedule is None:
         return reaction
@@ -185,47 +186,18 @@ def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:  
         return _start(address, record, message, direct=True)
     rule = policy(message, turn.spec if turn is not None else record.spec)
     if rule == "reject":
-        return _reject(record, message)
+        return reject(record, message)
     if turn is None or record.paused:
-        return _queue(record, message)
+        return queue(record, message)
     if rule == "interrupt":
         ended = _end(address, record, turn, "stopped", INTERRUPTED)
         return _then(ended, _start(address, ended.record, message, direct=True))
     if rule == "steer":
-        return _steer(record, turn, message)
+        return steer(record, turn, message)
     if isinstance(turn.phase, AwaitingApproval):
         ended = _end(address, record, turn, "superseded", SUPERSEDED)
         return _then(ended, _start(address, ended.record, message, direct=True))
-    return _queue(record, message)
-
-
-def _where(record: AgentRecord) -> tuple[int, int]:
-    """The turn and round an event that is not part of a running round goes under."""
-    turn = record.turn
-    return (turn.number, turn.round) if turn is not None else (record.turns, 0)
-
-
-def _queue(record: AgentRecord, message: Message) -> Reaction:
-    queued = msgspec.structs.replace(record, queue=(*record.queue, message))
-    event = MessageQueued(message.text, message.id)
-    return Reaction(queued, (Emit(*_where(record), (event,)),))
-
-
-def _reject(record: AgentRecord, message: Message) -> Reaction:
-    """Recorded (a one-way sender does not wait) and refused to a sender that waits."""
-    sentence = REJECTED_PAUSED if record.paused else REJECTED
-    event = MessageRejected(message.text, message.id, sentence)
-    return Reaction(record, (Emit(*_where(record), (event,)), RefuseWake(409, sentence)))
-
-
-def _steer(record: AgentRecord, turn: TurnState, message: Message) -> Reaction:
-    """Join a turn that waits: its next round shows the message, after what it waited
-    for. (A running turn is joined at a round boundary: see the `arrived` handler.)"""
-    user = ChatMessage(role="user", content=message.text)
-    joined = msgspec.structs.replace(turn, arrived=(*turn.arrived, user))
-    event = MessageSteered(message.text, message.id)
-    updated = msgspec.structs.replace(record, turn=joined)
-    return Reaction(updated, (Emit(turn.number, turn.round, (event,)),))
+    return queue(record, message)
 
 
 def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:
@@ -291,11 +263,11 @@ def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
     if ran.ending is not None:
         ended = _end(address, record, turn, *ran.ending)
         if ran.held is not None:
-            ended = _then(ended, _on_pause(ended.record, ran.held))
+            ended = _then(ended, on_pause(ended.record, ran.held))
         return _then(ended, _next(address, ended.record))
     paused = msgspec.structs.replace(record, turn=turn)
     if ran.held is not None:
-        return _on_pause(paused, ran.held)
+        return on_pause(paused, ran.held)
     if isinstance(turn.phase, AwaitingApproval):
         delay = timedelta(seconds=turn.spec.limits.approval_timeout)
         park = SendWake(address, Timer(PARK, turn=turn.number), delay=delay)
@@ -397,7 +369,7 @@ def _on_control(address: str, record: AgentRecord, wake: Stop | Pause | Resume) 
         case Stop():
             return _on_stop(address, record)
         case Pause():
-            return _on_pause(record, wake)
+            return on_pause(record, wake)
         case Resume():
             return _on_resume(address, record, wake)
 
@@ -412,36 +384,19 @@ def _on_stop(address: str, record: AgentRecord) -> Reaction:
     return _then(ended, _next(address, ended.record))
 
 
-def _on_pause(record: AgentRecord, pause: Pause) -> Reaction:
-    if record.paused:
-        return Reaction(record, note=ALREADY_PAUSED)
-    paused = msgspec.structs.replace(record, paused=True)
-    return Reaction(paused, (Emit(*_where(record), (AgentPaused(pause.by),)),))
-
-
 def _on_resume(address: str, record: AgentRecord, resume: Resume) -> Reaction:
     """The held turn goes on if it can (it stopped at a round boundary, its children all
     reported, or its answer came), else what queued while paused starts."""
     if not record.paused:
         return Reaction(record, note=NOT_PAUSED)
     resumed = msgspec.structs.replace(record, paused=False)
-    emitted = Reaction(resumed, (Emit(*_where(record), (AgentResumed(resume.by),)),))
+    emitted = Reaction(resumed, (Emit(*where(record), (AgentResumed(resume.by),)),))
     turn = resumed.turn
     if turn is None:
         return _then(emitted, _next(address, resumed))
-    if _can_go_on(turn):
+    if can_go_on(turn):
         return _then(emitted, Reaction(resumed, (Drive(turn),)))
     return emitted
-
-
-def _can_go_on(turn: TurnState) -> bool:
-    match turn.phase:
-        case Running():
-            return True
-        case AwaitingChildren():
-            return not turn.pending
-        case AwaitingApproval(approval=approval):
-            return approval.answer is not None
 
 
 def _then(first: Reaction, second: Reaction) -> Reaction:

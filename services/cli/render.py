@@ -25,6 +25,8 @@ from schemas.events import (
     MessageSteered,
     ModelFallback,
     ModelMessage,
+    ScheduleFired,
+    ScheduleSkipped,
     StopRefused,
     ToolCalled,
     ToolFinished,
@@ -94,6 +96,8 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
     TurnEnded: _ended,
     ContextFolded: lambda e, b: _folded(b),
+    ScheduleFired: lambda e, b: f"schedule {b.schedule} fired" + (f": {b.note}" if b.note else ""),
+    ScheduleSkipped: lambda e, b: f"schedule {b.schedule} skipped: {b.reason}",
 }
 
 

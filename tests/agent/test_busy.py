@@ -20,12 +20,10 @@ from schemas.events import (
 from schemas.spec import WhileBusy
 from schemas.state import AgentRecord
 from schemas.wake import Approval, ChildReport, Message, Pause, Resume, Stop, Timer
+from services.agent.arrivals import ALREADY_PAUSED, REJECTED, REJECTED_PAUSED
 from services.agent.machine import (
-    ALREADY_PAUSED,
     INTERRUPTED,
     NOT_PAUSED,
-    REJECTED,
-    REJECTED_PAUSED,
     Drive,
     RefuseWake,
     TurnRan,
