@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.harness import ToolResult
-from schemas.workspace import Artifact
+from schemas.harness import Artifact, ToolResult
 
 
 class Finished(msgspec.Struct, frozen=True):

@@ -131,6 +131,15 @@ Command = (
 ToolStatus = Literal["ok", "error", "unknown"]
 
 
+class Artifact(msgspec.Struct, frozen=True):
+    path: str
+    """Relative to the workspace; for what an MCP tool answered,
+    `mcp/SERVER/tTURN-rROUND-CALL/N-NAME`."""
+    size: int
+    sha256: str
+    """Hex digest of the content: its name in the content-addressed store."""
+
+
 class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
     call_id: str
     name: str
@@ -141,6 +150,9 @@ class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
     finished: float = 0
     """Unix seconds the step began and ended, taken inside the journaled step (so a replay
     gives the same): the times of the events around it."""
+    artifacts: tuple[Artifact, ...] = ()
+    """What the call answered that is not text (an MCP tool's images, audio, binary
+    resources), kept in the artifact store; the content names each by its sha256."""
 
 
 class Spawned(msgspec.Struct, frozen=True, tag="spawned"):

@@ -9,7 +9,7 @@ import re
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
-from schemas.harness import ToolResult
+from schemas.harness import Artifact, ToolResult
 from schemas.sandbox import WorkspaceSettings
 
 RUN_COMMAND = ToolDefinition(
@@ -51,14 +51,6 @@ LIST_FILES = ToolDefinition(
 WORKSPACE_TOOLS = (LIST_FILES, READ_FILE, RUN_COMMAND, WRITE_FILE)
 """Granted by name in a spec like every tool; run by the `Workspace` service."""
 WORKSPACE_TOOL_NAMES = frozenset(tool.name for tool in WORKSPACE_TOOLS)
-
-
-class Artifact(msgspec.Struct, frozen=True):
-    path: str
-    """Relative to the workspace."""
-    size: int
-    sha256: str
-    """Hex digest of the content: its name in the content-addressed store."""
 
 
 class WorkspaceCall(msgspec.Struct, frozen=True):

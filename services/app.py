@@ -63,7 +63,8 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     ledger = RestateLedger(config.ingress_url)
     closers.append(lambda: asyncio.to_thread(ledger.close))
     deadline = config.tool_deadline_seconds
-    hub = McpHub(load_servers(config.mcp_servers_file), ledger, deadline)
+    servers = load_servers(config.mcp_servers_file)
+    hub = McpHub(servers, ledger, deadline, config.home / "artifacts")
     tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub)
     services += [
         agent_object(tools, projection, load_observers(config.observer_modules), model, offer),

@@ -356,6 +356,7 @@ class Driver:
                 command.idempotency_key,
                 tool,
             )
+            written = _kept(call_.id, result)
         else:
             if self._tools.has_effects(call_.name):
                 await self._flush()
@@ -462,6 +463,10 @@ def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
     if isinstance(error, BudgetExceededError):
         return str(error)
     return f"The model step failed: {error.message}"
+
+
+def _kept(call_id: str, result: ToolResult) -> tuple[ArtifactWritten, ...]:
+    return tuple(ArtifactWritten(call_id, a.path, a.size, a.sha256) for a in result.artifacts)
 
 
 def _no_catalog(tenant: str, names: tuple[str, ...]) -> McpCatalog:

@@ -17,6 +17,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,6 +31,7 @@ from schemas.mcp import PREFIX, McpCatalog, McpTool
 from services.effects.ledger import EffectLedger
 from services.mcp.client import call_tool, connected, list_tools
 from services.mcp.config import Secret, SecretMissingError, Server
+from services.mcp.content import UNSAFE, Kept, content_text
 from services.tools.base import UNKNOWN_OUTCOME, capped
 
 log = logging.getLogger("teaspill.mcp")
@@ -44,9 +46,16 @@ def server_of(name: str) -> str | None:
 
 class McpHub:
     def __init__(
-        self, servers: Mapping[str, Server], ledger: EffectLedger, deadline: float
+        self,
+        servers: Mapping[str, Server],
+        ledger: EffectLedger,
+        deadline: float,
+        store: Path | None = None,
     ) -> None:
+        """`store`: the artifact store that keeps what a tool answers that is not text;
+        without one, such content is only named."""
         self._servers = dict(servers)
+        self._store = store
         self._ledger = ledger
         self._deadline = deadline
 
@@ -119,9 +128,9 @@ class McpHub:
             sent = not tool.read_only and not isinstance(error, SecretMissingError)
             status: ToolStatus = "unknown" if sent else "error"
             return _result(call, status, self._problem(server, f"calling {tool.tool}", error))
-        return _result(
-            call, "error" if answer.is_error else "ok", self._scrub(server, content_text(answer))
-        )
+        kept = Kept(self._store, f"mcp/{tool.server}/{_call_folder(key)}")
+        text = self._scrub(server, content_text(answer, kept))
+        return _result(call, "error" if answer.is_error else "ok", text, kept)
 
     def _late(self, call: ToolCall, tool: McpTool) -> ToolResult:
         what = (
@@ -181,31 +190,14 @@ def _name(tool: McpTool) -> str:
     return tool.definition.name
 
 
-def content_text(answer: mcp_types.CallToolResult) -> str:
-    """Text content as it is; what is not text named in a short sentence."""
-    parts: list[str] = []
-    for block in answer.content:
-        parts.append(_block_text(block))
-    if not parts and answer.structured_content is not None:
-        parts.append(msgspec.json.encode(answer.structured_content, order="sorted").decode())
-    return "\n".join(parts)
+def _call_folder(key: str) -> str:
+    """`tTURN-rROUND-CALL` from the call's idempotency key (`ADDRESS/tN/rM/CALL`): call ids
+    repeat from round to round, the key's last three parts do not."""
+    return UNSAFE.sub("_", "-".join(key.split("/")[-3:]))
 
 
-def _block_text(block: mcp_types.ContentBlock) -> str:
-    match block:
-        case mcp_types.TextContent(text=text):
-            return text
-        case mcp_types.ImageContent(mime_type=mime) | mcp_types.AudioContent(mime_type=mime):
-            return f"[{block.type} content ({mime}) left out: only text reaches the model]"
-        case mcp_types.EmbeddedResource(
-            resource=mcp_types.TextResourceContents(uri=uri, text=text)
-        ):
-            return f"[resource {uri}]\n{text}"
-        case mcp_types.EmbeddedResource(resource=resource):
-            return f"[resource {resource.uri} (binary) left out: only text reaches the model]"
-        case _:  # the one kind left: a link to a resource
-            return f"[link to resource {block.name}: {block.uri}]"
-
-
-def _result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
-    return ToolResult(call_id=call.id, name=call.name, status=status, content=capped(content))
+def _result(
+    call: ToolCall, status: ToolStatus, content: str, kept: Kept | None = None
+) -> ToolResult:
+    artifacts = tuple(kept.artifacts) if kept is not None else ()
+    return ToolResult(call.id, call.name, status, capped(content), artifacts=artifacts)

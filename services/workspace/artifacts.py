@@ -12,7 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from schemas.workspace import Artifact, artifact_name
+from schemas.harness import Artifact
+from schemas.workspace import artifact_name
 
 CHUNK = 1 << 20
 
@@ -44,3 +45,21 @@ def store_file(store: Path, source: Path, relative: str) -> Artifact:
         Path(temporary).unlink(missing_ok=True)
         raise
     return Artifact(relative, size, sha)
+
+
+def store_bytes(store: Path, content: bytes, relative: str) -> Artifact:
+    """Keep `content` in the store under its sha256, as `store_file` keeps a file's."""
+    store.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(content).hexdigest()
+    target = store / f"{sha[:2]}/{sha}"
+    if not target.is_file():
+        target.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=store, prefix=".incoming-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(content)
+            Path(temporary).replace(target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return Artifact(relative, len(content), sha)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from schemas.address import parse_address
-from schemas.harness import ToolResult, ToolStatus
+from schemas.harness import Artifact, ToolResult, ToolStatus
 from schemas.sandbox import (
     Allowed,
     CommandLimits,
@@ -19,7 +19,7 @@ from schemas.sandbox import (
     SandboxPolicy,
     workspace_refusal,
 )
-from schemas.workspace import Artifact, WorkspaceCall, WorkspaceReply
+from schemas.workspace import WorkspaceCall, WorkspaceReply
 from services.tools.base import RESULT_LIMIT, capped
 from services.tools.deadline import DEFAULT_SECONDS, DeadlinePassedError, within
 from services.workspace import files

@@ -5,6 +5,7 @@ prefix fingerprint holds across turns; configured secrets appear nowhere."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from schemas.events import ModelMessage, ToolFinished
+from schemas.events import ArtifactWritten, ModelMessage, ToolFinished
 from schemas.spec import AgentSpec, Limits, Policy
 from schemas.wake import Message
 from services.executor.scripted import script
@@ -184,6 +185,34 @@ def test_only_granted_tools_are_shown(mcp_stack: McpStack, address: str) -> None
     assert refused.status == "error"
     assert "mcp:everything/echo" in refused.content
     assert "mcp:time/get_current_time" in refused.content
+
+
+def test_images_and_binary_resources_are_kept_as_artifacts_by_hash(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    blob = {"resourceType": "Blob", "resourceId": 2}
+    turn = script(
+        {"calls": [{"name": "mcp:everything/get-tiny-image", "arguments": {}}]},
+        {"calls": [{"name": "mcp:everything/get-resource-reference", "arguments": blob}]},
+        {"reply": "{results}"},
+    )
+    grants: dict[str, Policy] = {"mcp:everything/*": "allow"}
+    result = live.ingress.message(address, turn, _spec(grants))
+    assert result.status.last_outcome == "succeeded", result
+    image, resource = _finished(live, address)
+    written = [e.body for e in live.events(address) if isinstance(e.body, ArtifactWritten)]
+    for finished, kept in zip((image, resource), written, strict=True):
+        assert finished.status == "ok", finished
+        assert f"kept as artifact {kept.sha256}" in finished.content
+        assert kept.path.startswith("mcp/everything/t1-r")
+        stored = live.settings.home / "artifacts" / kept.sha256[:2] / kept.sha256
+        content = stored.read_bytes()
+        assert hashlib.sha256(content).hexdigest() == kept.sha256
+        assert len(content) == kept.size
+    assert "image/png" in image.content
+    assert written[0].path.endswith(".png")
+    assert written[0].path.split("/")[2] != written[1].path.split("/")[2]
 
 
 def test_a_server_the_tenant_may_not_use_is_refused_with_a_sentence(mcp_stack: McpStack) -> None:

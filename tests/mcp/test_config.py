@@ -9,7 +9,7 @@ import pytest
 
 from schemas.spec import AgentSpec, granted, narrowed
 from services.mcp.config import Secret, SecretMissingError, load_servers, resolved
-from services.mcp.hub import content_text
+from services.mcp.content import content_text
 from services.settings import ConfigError
 from services.specs import Offer, SpecError, check_spec
 
