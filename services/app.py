@@ -23,6 +23,7 @@ from services.executor.live import http_post
 from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
 from services.executor.service import model_service
+from services.hooks.object import hooks
 from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
@@ -70,6 +71,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         agent_object(tools, projection, load_observers(config.observer_modules), model, offer),
         offer_specs(offer),
         schedules,
+        hooks,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.insert(0, projection.close)

@@ -22,6 +22,7 @@ from schemas.events import (
     TimelineQuery,
     WakeResult,
 )
+from schemas.hook import Delivery, HookAnswer, HookSpec
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
@@ -74,7 +75,7 @@ class Handler(Generic[In, Out]):
 
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
-SCHEDULES = "Schedules"
+SCHEDULES, HOOKS = "Schedules", "Hooks"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
@@ -87,6 +88,12 @@ ADD_SCHEDULE = Handler(SCHEDULES, "add", ScheduleSpec, Schedule)
 REMOVE_SCHEDULE = Handler(SCHEDULES, "remove", ScheduleRef, Schedule)
 LIST_SCHEDULES = Handler(SCHEDULES, "list", Empty, ScheduleList)
 FIRE = Handler(SCHEDULES, "fire", Tick, Empty)
+
+CREATE_HOOK = Handler(HOOKS, "create", HookSpec, HookSpec)
+"""Keyed by the hook's id, like every `Hooks` handler."""
+DELETE_HOOK = Handler(HOOKS, "delete", Empty, HookSpec)
+GET_HOOK = Handler(HOOKS, "get", Empty, HookAnswer)
+DELIVER = Handler(HOOKS, "deliver", Delivery, Empty)
 
 PUBLISH = Handler(TENANT, "publish", AgentSpec, PublishedSpec)
 LATEST_SPEC = Handler(TENANT, "spec", SpecQuery, SpecAnswer)

@@ -117,6 +117,25 @@ class Settings(BaseSettings):
         description="The shortest gap a schedule may leave between two fires (an `every` or "
         "a cron expression).",
     )
+    hook_key_file: Path | None = Field(
+        default=None,
+        description="The key the gateway derives each webhook's signing secret from; "
+        "empty: `hooks/signing.key` in the home, made on first use. Gateways that serve "
+        "the same hooks need the same file.",
+    )
+    hook_max_bytes: int = Field(
+        default=32768,
+        ge=1024,
+        description="Largest webhook delivery body (413 beyond); also bounded by "
+        "TEASPILL_MAX_BODY_BYTES.",
+    )
+    hook_rate: float = Field(
+        default=5.0,
+        ge=0,
+        description="Deliveries a second one webhook may make (429 with Retry-After "
+        "beyond); 0: no limit.",
+    )
+    hook_burst: int = Field(default=20, ge=1, description="Deliveries of one webhook at once.")
     keep_alive_seconds: int = Field(
         default=5,
         ge=1,

@@ -19,6 +19,7 @@ from services.gateway import errors
 from services.gateway.auth import AuthMiddleware
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
+from services.gateway.hooks import SigningKey, key_file
 from services.gateway.keycache import KeyCache
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.mcp_server import Mcp
@@ -31,6 +32,7 @@ from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
+from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_schedules import router as schedules
@@ -87,6 +89,8 @@ def create_app(
         keys=KeyCache(ProjectionReader(path), ingress, config.key_cache_seconds),
         streams=StreamSlots(config.key_streams),
         quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
+        hook_key=SigningKey(key_file(config)),
+        hook_rates=RateLimiter(config.hook_rate, config.hook_burst, what="Hook"),
     )
 
     mcp = Mcp(rt)
@@ -114,6 +118,7 @@ def create_app(
     routers = (
         agents,
         schedules,
+        hooks,
         control,
         timelines,
         artifacts,

@@ -208,3 +208,52 @@ class ScheduleIn(Strict):
                 + (", ".join(repr(g) for g in given) or "none")
             )
         return self
+
+
+class HookIn(Strict):
+    """A webhook: where each delivery goes, and the message made of it."""
+
+    template: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="The message; `{{ field.path }}` is filled from the delivered JSON "
+        "(`{{ commits.0.id }}`, `{{ . }}` for all of it).",
+    )
+    address: str | None = Field(
+        default=None, max_length=200, description="The agent every delivery is sent to."
+    )
+    kind: Kind | None = Field(
+        default=None,
+        description="A published kind: without `address`, each delivery starts a new agent "
+        "of it; with one, it creates that agent on the first delivery.",
+    )
+    while_busy: Literal["queue"] = Field(
+        default="queue",
+        description="A delivery that finds a turn in progress queues behind it.",
+    )
+
+
+class HookOut(Strict):
+    id: str
+    url: str = Field(description="Where the sender delivers: `POST` with the signature headers.")
+    template: str
+    address: str | None
+    kind: str | None
+    while_busy: str
+    created: str | None
+
+
+class HookCreated(HookOut):
+    secret: str = Field(
+        description="The signing secret (`whsec_...`), shown this once: the sender signs "
+        "each delivery with it, as Standard Webhooks says."
+    )
+
+
+class DeliveryAccepted(Strict):
+    """202: Restate holds the delivery; its message reaches the agent once, however often
+    it is delivered."""
+
+    hook: str
+    webhook_id: str
+    invocation_id: str

@@ -24,8 +24,15 @@ bucket is a full one, which is what an idle key's bucket is anyway)."""
 
 class RateLimiter:
     def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        what: str = "API key",
     ) -> None:
+        """`what` the buckets are of, as the 429's sentence names it."""
+        self.what = what
         self.rate = rate
         self.burst = burst
         self._clock = clock
@@ -43,7 +50,7 @@ class RateLimiter:
             wait = max(1, math.ceil((1.0 - tokens) / self.rate))
             raise ApiError(
                 429,
-                f"API key {key_id} sent more than {self.rate:g} requests a second (bursts of "
+                f"{self.what} {key_id} sent more than {self.rate:g} requests a second (bursts of "
                 f"{self.burst}); retry in {wait} s",
                 {"Retry-After": str(wait)},
             )

@@ -11,9 +11,10 @@ from typing import cast
 from fastapi import Request
 
 from services.gateway.feeds import Hub
+from services.gateway.hooks import SigningKey
 from services.gateway.keycache import KeyCache
 from services.gateway.quotas import Quotas
-from services.gateway.rates import StreamSlots
+from services.gateway.rates import RateLimiter, StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.upstream import Upstream
 from services.settings import Settings
@@ -57,6 +58,9 @@ class Runtime:
     keys: KeyCache
     streams: StreamSlots
     quotas: Quotas
+    hook_key: SigningKey
+    """What each webhook's signing secret is derived from."""
+    hook_rates: RateLimiter
     recent: RecentSends = field(default_factory=RecentSends)
 
     async def close(self) -> None:

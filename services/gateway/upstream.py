@@ -12,6 +12,7 @@ from typing import TypeVar
 import httpx
 import msgspec
 
+from schemas.hook import Delivery, HookSpec
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -19,6 +20,10 @@ from schemas.wake import Approval, Message, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
     ADD_SCHEDULE,
+    CREATE_HOOK,
+    DELETE_HOOK,
+    DELIVER,
+    GET_HOOK,
     KEYS,
     LATEST_SPEC,
     LIST_SCHEDULES,
@@ -108,6 +113,21 @@ class Upstream:
 
     async def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
         return await _answer(self._client.call(REMOVE_SCHEDULE, ScheduleRef(schedule_id), address))
+
+    async def create_hook(self, hook_id: str, spec: HookSpec) -> HookSpec:
+        return await _answer(self._client.call(CREATE_HOOK, spec, hook_id))
+
+    async def hook(self, hook_id: str) -> HookSpec | None:
+        answer = self._client.call(GET_HOOK, Empty(), hook_id, patience=QUICK)
+        return (await _answer(answer)).hook
+
+    async def delete_hook(self, hook_id: str) -> HookSpec:
+        return await _answer(self._client.call(DELETE_HOOK, Empty(), hook_id))
+
+    async def deliver(self, hook_id: str, delivery: Delivery) -> str:
+        """One-way, keyed by the delivery's `webhook-id`: Restate runs it once."""
+        key = f"webhook {hook_id} {delivery.webhook_id}"
+        return await _answer(self._client.send(DELIVER, delivery, hook_id, key, QUICK))
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

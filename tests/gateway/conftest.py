@@ -77,6 +77,7 @@ class FakeIngress:
     published: dict[tuple[str, str], SpecVersions] = field(default_factory=dict)
     """Each (tenant, kind)'s versions, as the Tenant object keeps them."""
     stops: list[tuple[str, str | None]] = field(default_factory=list)
+    deliveries: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
     down: bool = False
     keys: dict[str, list[ApiKey]] = field(default_factory=dict)
     arrivals: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
@@ -95,7 +96,19 @@ class FakeIngress:
             return httpx.Response(200, json={"invocationId": f"inv_stop_{len(self.stops)}"})
         if parts[0] == "Tenant":
             return self._tenant(parts[1], parts[2], request.content)
+        if parts[0] == "Hooks":
+            return self._hooks(parts[1], parts[2:], request)
         return httpx.Response(404, json={"message": "no such service", "source": "ingress"})
+
+    def _hooks(self, hook: str, handler: list[str], request: httpx.Request) -> httpx.Response:
+        """The `Hooks` object: a made hook is answered as it was given; deliveries kept."""
+        if handler == ["deliver", "send"]:
+            key = request.headers.get("idempotency-key")
+            self.deliveries.append((hook, msgspec.json.decode(request.content), key))
+            return httpx.Response(200, json={"invocationId": f"inv_hook_{len(self.deliveries)}"})
+        if handler == ["create"]:
+            return httpx.Response(200, content=request.content)
+        return httpx.Response(404, json={"message": "no such handler", "source": "ingress"})
 
     def _send(self, address: str, request: httpx.Request) -> httpx.Response:
         body = msgspec.json.decode(request.content)

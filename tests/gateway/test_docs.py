@@ -25,9 +25,13 @@ from services.gateway.models import (
     AgentPage,
     ApprovalAccepted,
     ApprovalIn,
+    DeliveryAccepted,
     DeploymentOut,
     ErrorOut,
     HealthDown,
+    HookCreated,
+    HookIn,
+    HookOut,
     KeyCreated,
     KeyIn,
     KeyOut,
@@ -67,6 +71,7 @@ def decode(example: dict[str, Any]) -> object:
         return msgspec.json.decode(raw, type=ProjectedBatch)
     shapes: list[tuple[str, Any]] = [
         ("threadId", RunAgentInput),
+        ("webhook_id", DeliveryAccepted),
         ("info", KeyCreated),
         ("keys", KeysOut),
         ("key_id", MeOut),
@@ -87,6 +92,9 @@ def decode(example: dict[str, Any]) -> object:
         ("invocation_id", MessageAccepted),
         ("last_activity", AgentOut),
         ("published_at", PublishedSpec),
+        ("secret", HookCreated),
+        ("url", HookOut),
+        ("template", HookIn),
         ("next_at", Schedule),
         ("schedules", ScheduleList),
         ("while_busy", ScheduleIn),
@@ -117,9 +125,18 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded
     assert {"MeOut", "KeysOut", "KeyIn", "KeyCreated", "RunAgentInput"} <= decoded
     assert {"ScheduleIn", "Schedule", "ScheduleList"} <= decoded
+    assert {"HookIn", "HookCreated", "HookOut", "DeliveryAccepted"} <= decoded
 
 
-REQUESTS = ("MessageIn", "ApprovalIn", "AgentSpec", "KeyIn", "RunAgentInput", "ScheduleIn")
+REQUESTS = (
+    "MessageIn",
+    "ApprovalIn",
+    "AgentSpec",
+    "KeyIn",
+    "RunAgentInput",
+    "ScheduleIn",
+    "HookIn",
+)
 """Bodies a client sends may leave out optional fields; answers show every field."""
 
 

@@ -1,0 +1,37 @@
+"""Webhooks: signed deliveries from other systems, each a message to an agent.
+
+A hook is kept by the `Hooks` object keyed by its id (`{tenant}.{random}`); its signing
+secret is kept nowhere: the gateway derives it from its signing key and the id.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+HookBusy = Literal["queue"]
+"""What a delivery's message does when the agent has a turn in progress: queue behind it."""
+
+
+class HookSpec(msgspec.Struct, frozen=True):
+    tenant: str
+    template: str
+    """The message, with `{{ field.path }}` placeholders filled from the delivered JSON."""
+    address: str | None = None
+    """The agent each delivery is sent to; None: a new agent of `kind` per delivery."""
+    kind: str | None = None
+    while_busy: HookBusy = "queue"
+    created: datetime | None = None
+
+
+class HookAnswer(msgspec.Struct, frozen=True):
+    hook: HookSpec | None = None
+
+
+class Delivery(msgspec.Struct, frozen=True):
+    """A verified delivery: its `webhook-id` and the body, as the JSON text it came as."""
+
+    webhook_id: str
+    body: str
