@@ -20,6 +20,9 @@ ALLOWED = (
     "services.contracts",
     "services.ingress",
     "services.specs",
+    # Pure: what a schedule's clock and a hook's template accept, checked at the edge too.
+    "services.schedules.timing",
+    "services.hooks.template",
 )
 
 
@@ -70,6 +73,13 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/agents/{address}/artifacts/{sha256}"),
         ("POST", "/v1/agents/{address}/approvals/{request_id}"),
         ("POST", "/v1/agents/{address}/stop"),
+        ("POST", "/v1/agents/{address}/schedules"),
+        ("GET", "/v1/agents/{address}/schedules"),
+        ("DELETE", "/v1/agents/{address}/schedules/{schedule_id}"),
+        ("POST", "/v1/hooks"),
+        ("GET", "/v1/hooks/{hook_id}"),
+        ("DELETE", "/v1/hooks/{hook_id}"),
+        ("POST", "/hooks/{hook_id}"),
         ("POST", "/v1/specs"),
         ("GET", "/v1/specs"),
         ("GET", "/v1/deployment"),
