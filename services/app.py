@@ -32,12 +32,13 @@ from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
 from services.schedules.object import schedules
-from services.settings import Settings, settings
+from services.settings import ConfigError, Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
 from services.workspace.tools import WorkspaceHost
+from services.workspace.volumes import DiskUnavailableError, Volumes, prepare
 
 Services = list[restate.Service | restate.VirtualObject]
 
@@ -98,10 +99,26 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
         reserve_mb=config.disk_reserve_mb,
         deadline=config.tool_deadline_seconds,
         allowed=config.allowed,
+        volumes=_volumes(config, closers),
     )
     services += [workspace_service(host, ledger)]
     services += [effects_object()]
     return runner
+
+
+def _volumes(config: Settings, closers: list[Closer]) -> Volumes | None:
+    """The workspaces' filesystem (`services.workspace.volumes`), mounted before the plane
+    serves anything; `image` mode without it stops the endpoint with a sentence."""
+    try:
+        volumes = prepare(config.home, config.workspace_disk, config.workspace_image_mb)
+    except DiskUnavailableError as error:
+        raise ConfigError(
+            f"TEASPILL_WORKSPACE_DISK=image, but the workspaces' image cannot be had: {error}. "
+            "Set TEASPILL_WORKSPACE_DISK=folder (or auto) to keep workspaces in plain folders."
+        ) from None
+    if volumes is not None:
+        closers.append(lambda: asyncio.to_thread(volumes.close))
+    return volumes
 
 
 def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:

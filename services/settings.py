@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -261,6 +261,20 @@ class Settings(BaseSettings):
         default=100_000_000,
         ge=1_000_000,
         description="Ceiling on `workspace.limits.output_bytes`.",
+    )
+    workspace_disk: Literal["auto", "image", "folder"] = Field(
+        default="auto",
+        description="Where workspaces live: `image`, a btrfs image in the home, mounted at "
+        "$TEASPILL_HOME/workspaces, each workspace a subvolume whose quota the kernel enforces "
+        "(needs root, loop devices and btrfs-progs; the endpoint refuses to start without "
+        "them); `folder`, plain folders whose quota is checked after each command; `auto`, "
+        "the image where it can be had, else folders.",
+    )
+    workspace_image_mb: int | None = Field(
+        default=None,
+        ge=256,
+        description="Size of the workspaces' image when it is made (a sparse file: it takes "
+        "only what the workspaces hold); empty: the size of the disk that holds the home.",
     )
     sandbox_tmp_mb: int = Field(
         default=64, ge=1, description="Size of a command's /tmp, and of its /dev/shm."

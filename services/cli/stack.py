@@ -17,6 +17,7 @@ from services.config import check
 from services.settings import Settings
 from services.stack import Stack, StackError
 from services.stack.gateway import local_url
+from services.workspace.volumes import release
 
 LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
 run_file = home.run_file
@@ -139,6 +140,7 @@ def down(settings: Settings) -> int:
         if pid is not None and _signal_group(pid, signal.SIGTERM):
             print(f"Stopping {name} (pid {pid})")
             _wait_gone(pid)
+    release(settings.home)
     path.unlink()
     return 0
 

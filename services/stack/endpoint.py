@@ -10,6 +10,7 @@ from pathlib import Path
 
 from services.settings import Settings
 from services.stack.process import Part, answers
+from services.workspace.volumes import release
 
 DEFAULT_APP = "services.app:create_app()"
 
@@ -81,6 +82,15 @@ class Endpoint(Part):
 
     def ports(self) -> dict[str, tuple[int, str]]:
         return {"the service endpoint": (self.settings.endpoint_port, "TEASPILL_ENDPOINT_PORT")}
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM and wait; then the workspaces' filesystem the endpoint mounted is
+        unmounted, unless another process of the home still holds it. A kill leaves it
+        mounted, and the next start takes it up again."""
+        try:
+            super().stop(timeout)
+        finally:
+            release(self.settings.home)
 
     def ready(self) -> bool:
         """The SDK's `GET /health` answers."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.address import parse_address
+from services.workspace.volumes import Volumes
 
 UID_BASE = 1_500_000
 UID_SPAN = 1_000_000
@@ -73,14 +74,24 @@ host reaches them, and a sandbox mounts no workspace but its own and the one len
 WORKSPACE_UMASK = 0o022
 
 
-def open_workspace(home: Path, address: str, quota_bytes: int) -> Workspace:
+def open_workspace(
+    home: Path, address: str, quota_bytes: int, volumes: Volumes | None = None
+) -> Workspace:
+    """The agent's workspace, made on first use: with `volumes`, a subvolume whose limit is
+    set to `quota_bytes` on every call (a new spec version may have changed it)."""
     tenant = parse_address(address).tenant
     root = home / "workspaces" / tenant / address
     workspace = Workspace(root, workspace_uid(address), quota_bytes)
     if not root.is_dir():
-        root.mkdir(parents=True)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        if volumes is None:
+            root.mkdir()
+        else:
+            volumes.make(root)
         root.chmod(LENT_MODE)
         workspace.own(root)
+    if volumes is not None:
+        volumes.limit(root, quota_bytes)
     return workspace
 
 
@@ -222,7 +233,7 @@ _ERRNO_SENTENCES = {
     errno.EPERM: "{relative!r} cannot be {verb}: permission denied.",
     errno.ENAMETOOLONG: "The path {relative!r} is too long.",
     errno.ENOSPC: "{relative!r} cannot be {verb}: the disk is full.",
-    errno.EDQUOT: "{relative!r} cannot be {verb}: the disk quota is used up.",
+    errno.EDQUOT: "{relative!r} cannot be {verb}: the workspace's quota is used up.",
     errno.EROFS: "{relative!r} cannot be {verb}: the workspace is read-only.",
     errno.EEXIST: "A part of {relative!r} already exists and is not a folder.",
 }

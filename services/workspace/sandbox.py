@@ -56,6 +56,8 @@ OUT_OF_MEMORY = (b"MemoryError", b"Cannot allocate memory", b"out of memory", b"
 FILE_TOO_BIG = 128 + signal.SIGXFSZ
 """The shell's exit status for a command killed writing past its file size cap."""
 CANNOT_FORK = (b"Cannot fork", b"fork: Resource temporarily unavailable", b"fork: retry")
+OVER_QUOTA = b"Disk quota exceeded"
+"""strerror(EDQUOT): the workspaces' filesystem refused a write past the workspace's quota."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ def _checked(outcome: Outcome, status: bytes, kernel: LimitName | None = None) -
     for report in reports:
         if "exit-code" in report and outcome.limit is None and not outcome.stopped:
             outcome.exit_code = int(report["exit-code"])
-    if outcome.limit is None and outcome.exit_code == FILE_TOO_BIG:
+    if outcome.limit is None and (
+        outcome.exit_code == FILE_TOO_BIG or OVER_QUOTA in outcome.output
+    ):
         outcome.limit = "quota"
     if outcome.limit is None and _said(outcome.output, OUT_OF_MEMORY):
         outcome.limit = "memory"

@@ -12,7 +12,10 @@ handles), `clone` with any new-namespace flag, `fallocate` with any mode but the
 one (FALLOC_FL_KEEP_SIZE and the range modes allocate or grow past the file size rlimit
 that caps a command's files, so one call could fill the disk), and every x32 syscall;
 `clone3`, whose flags a classic filter cannot read, answers ENOSYS so that the C library
-falls back to `clone`.
+falls back to `clone`. Every btrfs ioctl (type 0x94) answers ENOTTY, as on a filesystem
+without them: on the workspaces' btrfs a command could otherwise make a subvolume or a
+snapshot (whose quota group has no limit of the workspace's) or change quotas; `cp` and
+the like fall back from a refused reflink (FICLONE is one of them) to copying.
 A syscall of another architecture (a 32-bit `int 0x80`) kills the process.
 """
 
@@ -31,6 +34,7 @@ LD_ABS = 0x20
 JEQ = 0x15
 JGE = 0x35
 JSET = 0x45
+AND = 0x54
 RET = 0x06
 NR, ARCH, ARG0 = 0, 4, 16
 """Offsets in `struct seccomp_data` (the low half of the first argument, little-endian)."""
@@ -40,6 +44,10 @@ CLONE3 = 435
 FALLOCATE = 285
 ARG1 = 24
 """The low half of the second argument: `fallocate`'s mode."""
+IOCTL = 16
+IOCTL_TYPE = 0xFF00
+BTRFS_IOCTLS = 0x9400
+"""An ioctl request's type byte (`_IOC_TYPE`), and btrfs's: 0x94."""
 NEW_NAMESPACES = 0x7E020080
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET and NEWTIME."""
 
@@ -63,6 +71,8 @@ REFUSED = {
 
 Jump = int | str
 """An offset, or the label of an instruction further on."""
+Line = tuple[int, Jump, Jump, int]
+"""One instruction: the opcode, where to jump when true and when false, the constant."""
 
 
 class SeccompUnavailableError(Exception):
@@ -76,7 +86,7 @@ def program() -> bytes:
             f"Commands cannot run: the sandbox's system call filter is written for x86_64, "
             f"and this machine is {platform.machine()}; commands never run without it."
         )
-    code: list[tuple[int, Jump, Jump, int]] = [
+    code: list[Line] = [
         (LD_ABS, 0, 0, ARCH),
         (JEQ, 1, 0, AUDIT_ARCH_X86_64),
         (RET, 0, 0, RET_KILL_PROCESS),
@@ -85,25 +95,37 @@ def program() -> bytes:
         (JEQ, "clone3", 0, CLONE3),
         (JEQ, "clone", 0, CLONE),
         (JEQ, "fallocate", 0, FALLOCATE),
+        (JEQ, "ioctl", 0, IOCTL),
     ]
     code += [(JEQ, "refuse", 0, number) for number in sorted(REFUSED.values())]
     code += [(RET, 0, 0, RET_ALLOW)]
-    start = len(code)
-    labels = {"clone": start, "fallocate": start + 3, "clone3": start + 6, "refuse": start + 7}
-    code += [
-        (LD_ABS, 0, 0, ARG0),
-        (JSET, "refuse", 0, NEW_NAMESPACES),
-        (RET, 0, 0, RET_ALLOW),
-        (LD_ABS, 0, 0, ARG1),
-        (JEQ, 0, "refuse", 0),
-        (RET, 0, 0, RET_ALLOW),
-        (RET, 0, 0, RET_ERRNO | errno.ENOSYS),
-        (RET, 0, 0, RET_ERRNO | errno.EPERM),
-    ]
+    labels: dict[str, int] = {}
+    for label, lines in _CHECKS:
+        labels[label] = len(code)
+        code += lines
     return b"".join(_encode(index, line, labels) for index, line in enumerate(code))
 
 
-def _encode(index: int, line: tuple[int, Jump, Jump, int], labels: dict[str, int]) -> bytes:
+_CHECKS: tuple[tuple[str, list[Line]], ...] = (
+    ("clone", [(LD_ABS, 0, 0, ARG0), (JSET, "refuse", 0, NEW_NAMESPACES), (RET, 0, 0, RET_ALLOW)]),
+    ("fallocate", [(LD_ABS, 0, 0, ARG1), (JEQ, 0, "refuse", 0), (RET, 0, 0, RET_ALLOW)]),
+    (
+        "ioctl",
+        [
+            (LD_ABS, 0, 0, ARG1),
+            (AND, 0, 0, IOCTL_TYPE),
+            (JEQ, "no ioctl", 0, BTRFS_IOCTLS),
+            (RET, 0, 0, RET_ALLOW),
+        ],
+    ),
+    ("clone3", [(RET, 0, 0, RET_ERRNO | errno.ENOSYS)]),
+    ("no ioctl", [(RET, 0, 0, RET_ERRNO | errno.ENOTTY)]),
+    ("refuse", [(RET, 0, 0, RET_ERRNO | errno.EPERM)]),
+)
+"""The checks on a syscall's arguments, each under its label, after the list of numbers."""
+
+
+def _encode(index: int, line: Line, labels: dict[str, int]) -> bytes:
     op, true, false, k = line
 
     def offset(jump: Jump) -> int:

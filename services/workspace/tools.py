@@ -33,6 +33,7 @@ from services.workspace.sandbox import (
     find_bwrap,
     run_sandboxed,
 )
+from services.workspace.volumes import DiskUnavailableError, Volumes
 
 MAX_ARTIFACTS = 100
 UNKNOWN_OUTCOME = (
@@ -74,6 +75,8 @@ class WorkspaceHost:
     """Seconds a file tool may take (a command has its own wall-time limit)."""
     allowed: tuple[Allowed, ...] = ()
     """What a sandbox with network may reach in the blocked ranges."""
+    volumes: Volumes | None = None
+    """The workspaces' own filesystem, where each quota is the kernel's; None: folders."""
 
     @property
     def store(self) -> Path:
@@ -85,11 +88,12 @@ class WorkspaceHost:
         if refused:
             return WorkspaceReply(result(call, "error", f"The agent's spec is refused: {refused}"))
         quota = call.settings.quota_mb * 2**20
-        workspace = files.open_workspace(self.home, call.agent, quota)
         try:
+            workspace = files.open_workspace(self.home, call.agent, quota, self.volumes)
             return await self._perform(call, workspace, stopped)
         except (
             WorkspaceError,
+            DiskUnavailableError,
             SandboxUnavailableError,
             DeadlinePassedError,
             KeyError,
@@ -128,7 +132,7 @@ class WorkspaceHost:
         """The sentence for a failed call: the error's own when it is one of ours, else
         one about what failed (never a library's text, never a host path)."""
         name = call.call.name
-        if isinstance(error, WorkspaceError | SandboxUnavailableError):
+        if isinstance(error, WorkspaceError | SandboxUnavailableError | DiskUnavailableError):
             return str(error)
         if isinstance(error, DeadlinePassedError):
             maybe = " The file may or may not have been written." if name == "write_file" else ""
@@ -156,15 +160,7 @@ class WorkspaceHost:
         stopped: Callable[[], bool],
     ) -> WorkspaceReply:
         bwrap = find_bwrap(self.bwrap)
-        floor = DiskFloor(self.home, self.reserve_mb * 2**20)
-        short = floor.short()
-        if short:
-            raise WorkspaceError(
-                f"Commands are refused for now: the disk that holds the workspaces has "
-                f"{short}, at or below what it keeps in reserve ({self.reserve_mb} MB, "
-                "TEASPILL_DISK_RESERVE_MB, and 1% of its inodes). Remove files to make room."
-            )
-        spare = floor.free() - floor.reserve_bytes
+        floor = self._floor()
         mounts = Mounts(
             workspace.root,
             workspace.uid,
@@ -173,11 +169,7 @@ class WorkspaceHost:
             tmp_bytes=self.tmp_mb * 2**20,
         )
         before = await asyncio.to_thread(files.snapshot, workspace.root)
-        held = max(
-            sum(e.size for e in before.values()),
-            await asyncio.to_thread(_allocated, workspace.root),
-        )
-        room = max(min(workspace.quota_bytes - held, spare), 1)
+        room = await self._room(workspace, before, floor.free() - floor.reserve_bytes)
         limits = call.settings.limits
         outcome = await run_sandboxed(
             mounts,
@@ -191,12 +183,39 @@ class WorkspaceHost:
         )
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
-        used = await _held(workspace.root, after)
+        # On the workspaces' filesystem the kernel holds the quota (and says EDQUOT).
+        used = 0 if self.volumes else await _held(workspace.root, after)
         if outcome.limit is None and used > workspace.quota_bytes:
             outcome.limit = "quota"
         status: ToolStatus = "ok" if outcome.exit_code == 0 and outcome.limit is None else "error"
-        said = _describe(outcome, limits, used, self.tmp_mb)
+        said = _describe(outcome, limits, (used, workspace.quota_bytes), self.tmp_mb)
         return WorkspaceReply(result(call, status, said), artifacts)
+
+    def _floor(self) -> DiskFloor:
+        """The disk's reserve; a sentence when the disk is at it already."""
+        floor = DiskFloor(self.home, self.reserve_mb * 2**20)
+        short = floor.short()
+        if short:
+            raise WorkspaceError(
+                f"Commands are refused for now: the disk that holds the workspaces has "
+                f"{short}, at or below what it keeps in reserve ({self.reserve_mb} MB, "
+                "TEASPILL_DISK_RESERVE_MB, and 1% of its inodes). Remove files to make room."
+            )
+        return floor
+
+    async def _room(
+        self, workspace: Workspace, before: dict[str, files.FileStat], spare: int
+    ) -> int:
+        """The most one file of the command may hold: the space above the disk's reserve
+        and, in plain folders, what the workspace has left of its quota (on the workspaces'
+        filesystem the kernel counts the quota, where allocated blocks overstate it)."""
+        if self.volumes is not None:
+            return max(spare, 1)
+        held = max(
+            sum(e.size for e in before.values()),
+            await asyncio.to_thread(_allocated, workspace.root),
+        )
+        return max(min(workspace.quota_bytes - held, spare), 1)
 
     def _lent(self, call: WorkspaceCall) -> Path | None:
         if call.lent_by is None:
@@ -231,7 +250,22 @@ def _allocated(root: Path) -> int:
     return total
 
 
-def _describe(outcome: Outcome, limits: CommandLimits, used: int, tmp_mb: int) -> str:
+def _over_quota(used: int, quota: int) -> str:
+    named = f"its quota of {quota / 2**20:g} MB (workspace.quota_mb)"
+    if used > quota:
+        return (
+            f" The workspace now holds {used} bytes, past {named}: files written past it "
+            "were cut, and write_file refuses until files are removed."
+        )
+    return (
+        f" A write was refused at the workspace's quota: the workspace is full at {named}, "
+        "counting the space its files, folders and their records take on disk. Remove "
+        "files to make room."
+    )
+
+
+def _describe(outcome: Outcome, limits: CommandLimits, held: tuple[int, int], tmp_mb: int) -> str:
+    """`held`: the bytes the workspace holds, and its quota."""
     if outcome.limit is not None and outcome.limit != "quota":
         head = (
             f"Killed with its whole process tree after {outcome.seconds:.1f} s: the command "
@@ -245,10 +279,7 @@ def _describe(outcome: Outcome, limits: CommandLimits, used: int, tmp_mb: int) -
             "(TEASPILL_SANDBOX_TMP_MB), the workspace its quota."
         )
     if outcome.limit == "quota":
-        head += (
-            f" The workspace now holds {used} bytes, past its quota: files written past it "
-            "were cut, and write_file refuses until files are removed."
-        )
+        head += _over_quota(*held)
     text = outcome.output.decode("utf-8", errors="replace")
     more = outcome.output_bytes - len(outcome.output)
     if more > 0:

@@ -330,7 +330,7 @@ def test_commands_past_the_kernel_limits_are_stopped_and_another_agents_turn_goe
     assert "passed its memory limit (128 MB)" in results[1]
     assert "/tmp and /dev/shm hold 64 MB each" in results[2]
     assert int(results[2].strip().splitlines()[-1].split()[0]) <= 64 * 1024
-    assert "past its quota" in results[3] or "File size limit exceeded" in results[3]
+    assert "its quota of 16 MB (workspace.quota_mb)" in results[3]
     for content in results[:2]:
         assert float(content.split(" after ")[1].split(" s")[0]) < 10  # not the sleep's end
     assert "here" in live.results(other)[0].content

@@ -123,6 +123,10 @@ print("clone_newnet", refused(56, 0x40000000 | 17, 0, 0, 0, 0))
 print("mount", refused(165, b"none", b"/tmp", b"tmpfs", 0, 0))
 print("perf_event_open", refused(298, 0, 0, -1, -1, 0))
 print("clone3", refused(435, 0, 0))
+folder = os.open(".", os.O_RDONLY)
+print("btrfs_snapshot", refused(16, folder, 0x50009417, bytes(4096)))
+print("ficlone", refused(16, folder, 0x40049409, folder))
+print("fioclex", refused(16, folder, 0x5451))
 child = os.fork()
 if child == 0:
     os._exit(0)
@@ -139,6 +143,8 @@ def test_the_system_call_filter_refuses_what_a_command_never_needs(tmp_path: Pat
     assert {name: said[name] for name in refused} == dict.fromkeys(refused, "1")  # EPERM
     assert said["perf_event_open"] == "1"
     assert said["clone3"] == "38"  # ENOSYS: the C library falls back to clone
+    assert said["btrfs_snapshot"] == said["ficlone"] == "25"  # ENOTTY: no btrfs ioctls
+    assert said["fioclex"] == "False"  # other ioctls pass
     assert said["forked"] == "0"
     assert said["spawned"] == "0"
 
