@@ -20,6 +20,7 @@ from pathlib import Path
 from services.stack import free_port, isolated_settings, settings_env
 from services.stack.process import _wait_group_gone
 from services.stack.restate import restate_env
+from services.workspace.volumes import release
 from tests.doc_examples import ROOT, Block
 
 BLOCK_TIMEOUT = 900.0
@@ -127,6 +128,8 @@ class Sandbox:
         for proc in self._started:
             _wait_gone(proc.pid)
             proc.wait()
+        # An endpoint a block started by hand leaves the workspaces' image mounted.
+        release(self.settings.home)
 
     def _fresh(self, suffix: str) -> Path:
         self._count += 1

@@ -41,6 +41,8 @@ class Workspace:
     root: Path
     uid: int
     quota_bytes: int
+    kernel_quota: bool = False
+    """A subvolume of the workspaces' filesystem, whose quota the kernel holds."""
 
     def resolve(self, relative: str) -> Path:
         """The path inside the workspace; raises WorkspaceError for any other."""
@@ -78,7 +80,8 @@ def open_workspace(
     home: Path, address: str, quota_bytes: int, volumes: Volumes | None = None
 ) -> Workspace:
     """The agent's workspace, made on first use: with `volumes`, a subvolume whose limit is
-    set to `quota_bytes` on every call (a new spec version may have changed it)."""
+    set to `quota_bytes` on every call (a new spec version may have changed it). A folder
+    made there by hand is no subvolume, and has no `kernel_quota`."""
     tenant = parse_address(address).tenant
     root = home / "workspaces" / tenant / address
     workspace = Workspace(root, workspace_uid(address), quota_bytes)
@@ -90,8 +93,8 @@ def open_workspace(
             volumes.make(root)
         root.chmod(LENT_MODE)
         workspace.own(root)
-    if volumes is not None:
-        volumes.limit(root, quota_bytes)
+    if volumes is not None and volumes.limit(root, quota_bytes):
+        return Workspace(root, workspace.uid, quota_bytes, kernel_quota=True)
     return workspace
 
 

@@ -33,7 +33,7 @@ from services.workspace.sandbox import (
     find_bwrap,
     run_sandboxed,
 )
-from services.workspace.volumes import DiskUnavailableError, Volumes
+from services.workspace.volumes import Volumes
 
 MAX_ARTIFACTS = 100
 UNKNOWN_OUTCOME = (
@@ -93,7 +93,6 @@ class WorkspaceHost:
             return await self._perform(call, workspace, stopped)
         except (
             WorkspaceError,
-            DiskUnavailableError,
             SandboxUnavailableError,
             DeadlinePassedError,
             KeyError,
@@ -132,7 +131,7 @@ class WorkspaceHost:
         """The sentence for a failed call: the error's own when it is one of ours, else
         one about what failed (never a library's text, never a host path)."""
         name = call.call.name
-        if isinstance(error, WorkspaceError | SandboxUnavailableError | DiskUnavailableError):
+        if isinstance(error, WorkspaceError | SandboxUnavailableError):
             return str(error)
         if isinstance(error, DeadlinePassedError):
             maybe = " The file may or may not have been written." if name == "write_file" else ""
@@ -160,6 +159,12 @@ class WorkspaceHost:
         stopped: Callable[[], bool],
     ) -> WorkspaceReply:
         bwrap = find_bwrap(self.bwrap)
+        if self.volumes is not None and not workspace.kernel_quota:
+            raise WorkspaceError(
+                "Commands are refused in this workspace: it is a folder made by hand inside "
+                "the workspaces' filesystem, not a workspace of its own, so no quota holds "
+                "its commands. The file tools still work."
+            )
         floor = self._floor()
         mounts = Mounts(
             workspace.root,
@@ -184,7 +189,7 @@ class WorkspaceHost:
         after = await asyncio.to_thread(files.snapshot, workspace.root)
         artifacts = await asyncio.to_thread(self._keep, workspace, files.changed(before, after))
         # On the workspaces' filesystem the kernel holds the quota (and says EDQUOT).
-        used = 0 if self.volumes else await _held(workspace.root, after)
+        used = 0 if workspace.kernel_quota else await _held(workspace.root, after)
         if outcome.limit is None and used > workspace.quota_bytes:
             outcome.limit = "quota"
         status: ToolStatus = "ok" if outcome.exit_code == 0 and outcome.limit is None else "error"
@@ -209,7 +214,7 @@ class WorkspaceHost:
         """The most one file of the command may hold: the space above the disk's reserve
         and, in plain folders, what the workspace has left of its quota (on the workspaces'
         filesystem the kernel counts the quota, where allocated blocks overstate it)."""
-        if self.volumes is not None:
+        if workspace.kernel_quota:
             return max(spare, 1)
         held = max(
             sum(e.size for e in before.values()),

@@ -77,20 +77,19 @@ class Volumes:
         finally:
             os.close(descriptor)
 
-    def limit(self, root: Path, quota_bytes: int) -> None:
+    def limit(self, root: Path, quota_bytes: int) -> bool:
         """Set the subvolume's limit; the kernel counts what it references from then on.
-        A folder that is not a subvolume is refused: its limit would be its parent's."""
+        False for a folder that is not a subvolume (made by hand), which is left alone: its
+        limit would be its parent's."""
         descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             if os.fstat(descriptor).st_ino != SUBVOLUME_INODE:
-                raise DiskUnavailableError(
-                    "This workspace is a plain folder inside the workspaces' filesystem, so "
-                    "its quota cannot be set; its commands are refused."
-                )
+                return False
             limits = struct.pack("<6Q", 0, LIMIT_REFERENCED, quota_bytes, 0, 0, 0)
             fcntl.ioctl(descriptor, QGROUP_LIMIT, limits)
         finally:
             os.close(descriptor)
+        return True
 
 
 def prepare(home: Path, mode: DiskMode, image_mb: int | None = None) -> Volumes | None:

@@ -222,3 +222,18 @@ def test_write_file_past_the_kernels_count_is_refused_with_a_sentence(
     reply = asyncio.run(image.perform(call, lambda: False)).result
     assert reply.status == "error"
     assert reply.content == "'notes.txt' cannot be written: the workspace's quota is used up."
+
+
+def test_a_folder_made_by_hand_in_the_image_takes_file_tools_but_no_commands(
+    image: WorkspaceHost,
+) -> None:
+    (image.home / "workspaces/acme/acme.box").mkdir(parents=True)
+    said = run(image, "echo ran")
+    assert said.startswith("Commands are refused in this workspace: it is a folder made by hand")
+    call = WorkspaceCall(
+        "acme.box",
+        ToolCall("c2", "write_file", {"path": "a.txt", "content": "a"}),
+        "key-write",
+        WorkspaceSettings(),
+    )
+    assert asyncio.run(image.perform(call, lambda: False)).result.status == "ok"
