@@ -48,6 +48,8 @@ class ScheduleFired(msgspec.Struct, frozen=True, tag="schedule_fired"):
     """Planned fires that fell between `planned` and this one, while the service was down:
     this fire stands for all of them."""
     note: str = ""
+    sent: datetime | None = None
+    """When the schedule sent the message; the event's `at` is when the agent took it."""
 
 
 class ScheduleSkipped(msgspec.Struct, frozen=True, tag="schedule_skipped"):

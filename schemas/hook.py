@@ -7,12 +7,10 @@ secret is kept nowhere: the gateway derives it from its signing key and the id.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 import msgspec
 
-HookBusy = Literal["queue"]
-"""What a delivery's message does when the agent has a turn in progress: queue behind it."""
+from schemas.spec import WhileBusy
 
 
 class HookSpec(msgspec.Struct, frozen=True):
@@ -22,7 +20,8 @@ class HookSpec(msgspec.Struct, frozen=True):
     address: str | None = None
     """The agent each delivery is sent to; None: a new agent of `kind` per delivery."""
     kind: str | None = None
-    while_busy: HookBusy = "queue"
+    while_busy: WhileBusy = "queue"
+    """The `while_busy` of each delivery's message."""
     created: datetime | None = None
 
 

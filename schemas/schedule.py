@@ -33,9 +33,10 @@ class At(msgspec.Struct, frozen=True, tag="at"):
 
 
 When = Every | Cron | At
-Busy = Literal["queue", "skip"]
-"""What a fire does when the agent has a turn in progress: queue its message behind the
-turn, or skip this fire and record that it skipped."""
+Busy = Literal["queue", "interrupt", "steer", "skip"]
+"""What a fire does when the agent has a turn in progress: its message queues,
+interrupts or steers as a message's `while_busy` does; or the fire is skipped, and the
+agent records that it skipped."""
 
 
 class ScheduleSpec(msgspec.Struct, frozen=True):

@@ -30,6 +30,8 @@ class Fired(msgspec.Struct, frozen=True):
     missed: int = 0
     """Planned fires that fell between `planned` and the fire's real time (the service was
     down): they are not run one by one; this fire stands for them all."""
+    sent: datetime | None = None
+    """When the schedule sent it (its fire's own time)."""
 
 
 class Message(msgspec.Struct, frozen=True, tag="message"):

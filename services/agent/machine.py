@@ -165,7 +165,7 @@ def _on_message(address: str, record: AgentRecord, message: Message | ScheduleSk
         return reaction
     fired = message.schedule
     note = LATE.format(missed=fired.missed) if fired.missed else ""
-    body = ScheduleFired(fired.schedule, fired.planned, fired.missed, note)
+    body = ScheduleFired(fired.schedule, fired.planned, fired.missed, note, fired.sent)
     turn, round_ = _position(record)
     return dataclasses.replace(reaction, effects=(Emit(turn, round_, (body,)), *reaction.effects))
 

@@ -31,9 +31,11 @@ def commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     clock.add_argument("--at", metavar="INSTANT", help="ISO 8601 with an offset, fires once")
     add.add_argument("--zone", default="UTC", help="the time zone --cron reads (default: UTC)")
     add.add_argument(
-        "--skip-if-busy",
-        action="store_true",
-        help="skip a fire that finds a turn in progress (default: queue it behind the turn)",
+        "--while-busy",
+        choices=("queue", "interrupt", "steer", "skip"),
+        default="queue",
+        help="what a fire that finds a turn in progress does: its message queues (the "
+        "default), interrupts or steers; or the fire is skipped",
     )
     add.add_argument("--kind", help="a published kind, for an agent the first fire creates")
     add.set_defaults(run=lambda a, s, d: _add(d.agent(a.address), a))
@@ -53,8 +55,8 @@ def _add(client: Client, args: argparse.Namespace) -> None:
             body[name] = getattr(args, name)
     if args.cron:
         body["zone"] = args.zone
-    if args.skip_if_busy:
-        body["while_busy"] = "skip"
+    if args.while_busy != "queue":
+        body["while_busy"] = args.while_busy
     made = client.add_schedule(args.address, body)
     print(f"Scheduled {made.id} for {args.address}; it fires first at {_instant(made.next_at)}.")
 

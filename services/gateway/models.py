@@ -190,10 +190,11 @@ class ScheduleIn(Strict):
         strict=False,
         description="One instant in ISO 8601 with its offset; fires once.",
     )
-    while_busy: Literal["queue", "skip"] = Field(
+    while_busy: Literal["queue", "interrupt", "steer", "skip"] = Field(
         default="queue",
-        description="A fire that finds a turn in progress: queue its message behind the "
-        "turn, or skip it (`schedule_skipped` on the timeline).",
+        description="A fire that finds a turn in progress: its message queues, interrupts "
+        "or steers as a message's `while_busy` does, or the fire is skipped "
+        "(`schedule_skipped` on the timeline).",
     )
     kind: Kind | None = Field(
         default=None, description="A published kind, for an agent the first fire creates."
@@ -227,9 +228,10 @@ class HookIn(Strict):
         description="A published kind: without `address`, each delivery starts a new agent "
         "of it; with one, it creates that agent on the first delivery.",
     )
-    while_busy: Literal["queue"] = Field(
+    while_busy: Literal["queue", "interrupt", "steer", "reject"] = Field(
         default="queue",
-        description="A delivery that finds a turn in progress queues behind it.",
+        description="The `while_busy` of each delivery's message: what it does when it "
+        "finds a turn in progress.",
     )
 
 

@@ -17,9 +17,9 @@ import msgspec
 import restate
 
 from schemas.hook import Delivery, HookAnswer, HookSpec
-from schemas.wake import Message, WakeEnvelope
-from services.contracts import CREATE_HOOK, DELETE_HOOK, DELIVER, GET_HOOK, HOOKS, WAKE, Empty
-from services.durable import send
+from schemas.wake import Message
+from services.contracts import CREATE_HOOK, DELETE_HOOK, DELIVER, GET_HOOK, HOOKS, Empty
+from services.durable import deliver
 from services.hooks.template import render
 
 STATE = "hook"
@@ -58,7 +58,7 @@ async def get(ctx: restate.ObjectSharedContext) -> HookAnswer:
 
 
 @hooks.handler(name=DELIVER.name, kind="shared")
-async def deliver(ctx: restate.ObjectSharedContext, delivery: Delivery) -> Empty:
+async def take_delivery(ctx: restate.ObjectSharedContext, delivery: Delivery) -> Empty:
     hook = await ctx.get(STATE, type_hint=HookSpec)
     if hook is None:
         return Empty()
@@ -66,8 +66,9 @@ async def deliver(ctx: restate.ObjectSharedContext, delivery: Delivery) -> Empty
     with contextlib.suppress(msgspec.DecodeError, RecursionError):
         body = msgspec.json.decode(delivery.body)  # the gateway took only JSON
     digest = hashlib.sha256(f"{ctx.key()}\n{delivery.webhook_id}".encode()).hexdigest()[:24]
-    message = Message(render(hook.template, body), kind=hook.kind, id=f"h{digest}")
-    send(ctx, WAKE, WakeEnvelope(message), key=target(hook, ctx.key(), digest))
+    text = render(hook.template, body)
+    message = Message(text, kind=hook.kind, id=f"h{digest}", while_busy=hook.while_busy)
+    deliver(ctx, target(hook, ctx.key(), digest), message)
     return Empty()
 
 

@@ -19,7 +19,7 @@ ROUTE = "/v1/agents/acme.alpha/schedules"
         ({"text": "hi", "every": "1h", "cron": "0 9 * * *"}, "got 'every', 'cron'"),
         ({"text": "hi", "every": "an hour"}, "90s, 5m, 1h30m or 2d"),
         ({"text": "hi", "at": "2026-12-03T09:00:00"}, "timezone info"),
-        ({"text": "hi", "every": "1h", "while_busy": "interrupt"}, "while_busy"),
+        ({"text": "hi", "every": "1h", "while_busy": "reject"}, "while_busy"),
     ],
 )
 async def test_a_schedule_the_route_cannot_take_is_422_with_a_sentence(
