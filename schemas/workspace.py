@@ -12,16 +12,24 @@ from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import Artifact, ToolResult
 from schemas.sandbox import WorkspaceSettings
 
+_COMMAND_SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string", "maxLength": 8000}},
+    "required": ["command"],
+}
 RUN_COMMAND = ToolDefinition(
     "run_command",
     "Run a shell command in your workspace (a sandbox: no network, limited time and "
     "memory). Returns its exit status and output.",
-    {
-        "type": "object",
-        "properties": {"command": {"type": "string", "maxLength": 8000}},
-        "required": ["command"],
-    },
+    _COMMAND_SCHEMA,
 )
+RUN_COMMAND_NETWORKED = ToolDefinition(
+    "run_command",
+    "Run a shell command in your workspace (a sandbox with outbound network access to "
+    "public addresses, limited time and memory). Returns its exit status and output.",
+    _COMMAND_SCHEMA,
+)
+"""`run_command` as a spec with `workspace.network` shows it."""
 READ_FILE = ToolDefinition(
     "read_file",
     "Read a text file from your workspace.",
@@ -51,6 +59,14 @@ LIST_FILES = ToolDefinition(
 WORKSPACE_TOOLS = (LIST_FILES, READ_FILE, RUN_COMMAND, WRITE_FILE)
 """Granted by name in a spec like every tool; run by the `Workspace` service."""
 WORKSPACE_TOOL_NAMES = frozenset(tool.name for tool in WORKSPACE_TOOLS)
+
+
+def workspace_tools(*, network: bool) -> tuple[ToolDefinition, ...]:
+    """The workspace tools as a spec shows them: `run_command` says whether its sandbox
+    has the network."""
+    if not network:
+        return WORKSPACE_TOOLS
+    return (LIST_FILES, READ_FILE, RUN_COMMAND_NETWORKED, WRITE_FILE)
 
 
 class WorkspaceCall(msgspec.Struct, frozen=True):

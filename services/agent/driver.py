@@ -66,7 +66,7 @@ from schemas.spec import grants
 from schemas.state import AgentRecord, TimelineMark
 from schemas.tenant import SpecAnswer, SpecQuery
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
-from schemas.workspace import WORKSPACE_TOOL_NAMES, WORKSPACE_TOOLS, WorkspaceCall
+from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
 from services.agent.books import Books, Clock, model_events
 from services.agent.machine import (
     Drive,
@@ -105,9 +105,10 @@ class LocalModel(Protocol):
     def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
 
 
-def definitions(tools: ToolRegistry) -> tuple[ToolDefinition, ...]:
-    """Every tool a spec may grant: the registry's and the workspace tools."""
-    return (*tools.definitions(), *WORKSPACE_TOOLS)
+def definitions(tools: ToolRegistry, *, network: bool = False) -> tuple[ToolDefinition, ...]:
+    """Every tool a spec may grant: the registry's and the workspace tools (`run_command`
+    saying whether the spec's sandbox has the network)."""
+    return (*tools.definitions(), *workspace_tools(network=network))
 
 
 class Driver:
@@ -235,7 +236,9 @@ class Driver:
         self._store.set_running(self._ctx.request().id)
         recent = await self._store.recent(record.context)
         self._catalog = await self._mcp_catalog(turn)
-        tools = (*definitions(self._tools), *(tool.definition for tool in self._catalog.tools))
+        network = turn.spec.workspace.network
+        given_tools = definitions(self._tools, network=network)
+        tools = (*given_tools, *(tool.definition for tool in self._catalog.tools))
         if self._catalog.tools:
             self._pipeline = Pipeline(tools)
         given = TurnInput(self._address, turn, recent, tools, record.context)

@@ -27,6 +27,7 @@ from schemas.events import (
 )
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch
+from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec
 from schemas.tenant import SpecAnswer, SpecQuery
 from schemas.wake import Approval, Message, Timer, Wake, WakeEnvelope
@@ -298,3 +299,30 @@ async def test_one_message_brings_no_more_agents_into_being_than_its_budget(
     assert len(refusals) == 5, "every spawn past the budget is refused"
     assert all("at most 3 agents into being" in r for r in refusals)
     assert [e.outcome for e in agents.bodies(ME, TurnEnded)] == ["succeeded"]
+
+
+class ShownTools(ScriptModel):
+    """Records what each model call says of `run_command`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[str] = []
+
+    async def step(self, ctx: restate.Context, request: ModelRequest) -> ModelReply:
+        self.said += [tool.description for tool in request.tools if tool.name == "run_command"]
+        return await super().step(ctx, request)
+
+
+@pytest.mark.parametrize(("network", "says"), [(False, "no network"), (True, "outbound network")])
+async def test_run_command_tells_the_model_whether_its_sandbox_has_the_network(
+    tmp_path: Path, network: bool, says: str
+) -> None:
+    model = ShownTools()
+    agents = Agents(tmp_path, model)
+    spec = msgspec.structs.replace(
+        SPEC, tools=("run_command",), workspace=WorkspaceSettings(network=network)
+    )
+    await agents.wake(ME, Message(script({"reply": "done"}), spec=spec))
+    assert len(model.said) == 1
+    assert says in model.said[0]
+    assert ("no network" in model.said[0]) is not network
