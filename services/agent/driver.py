@@ -241,7 +241,8 @@ class Driver:
         tools = (*given_tools, *(tool.definition for tool in self._catalog.tools))
         if self._catalog.tools:
             self._pipeline = Pipeline(tools)
-        given = TurnInput(self._address, turn, recent, tools, record.context)
+        problems = self._catalog.problems
+        given = TurnInput(self._address, turn, recent, tools, record.context, problems)
         self._books = Books(turn, record.ledger, record.context, self._clock.now)
         harness = run_turn(given)
         command = next(harness)

@@ -7,7 +7,8 @@ per round):
     {"calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}
     {"reply": "The answer is {results}"}
 
-`{results}` in a reply is replaced by the tool results of the turn so far, one per line.
+`{results}` in a reply is replaced by the tool results of the turn so far, one per line;
+`{system}` by the prompt's system message (the instructions and what follows them).
 `{"sleep": seconds}` before `calls` or `reply` makes that round slow (and stoppable).
 A user message that is not a script is answered with `You said: <message>`.
 """
@@ -58,7 +59,9 @@ def follow_directives(request: ModelRequest, stop: threading.Event | None = None
         message = ChatMessage(role="assistant", content="", tool_calls=calls)
         return ModelReply(message, _usage(request, 1), finish_reason="tool_calls")
     results = "\n".join(m.content for m in turn if m.role == "tool")
-    return _reply((directive.reply or "").replace("{results}", results), request)
+    system = next((m.content for m in request.messages if m.role == "system"), "")
+    reply = (directive.reply or "").replace("{results}", results).replace("{system}", system)
+    return _reply(reply, request)
 
 
 def _last_user_index(messages: tuple[ChatMessage, ...]) -> int:

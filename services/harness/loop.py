@@ -72,6 +72,10 @@ class TurnInput:
     tools: tuple[ToolDefinition, ...]
     """Definitions of the granted tools the registry knows (built-ins are added here)."""
     context: ContextState = field(default_factory=ContextState)
+    notices: tuple[str, ...] = ()
+    """Sentences the model reads after its instructions: what the turn cannot offer of
+    what its spec grants (an MCP server that could not be listed). They change with the
+    tools shown, so the stable prefix changes only when those do."""
 
 
 class _View(msgspec.Struct, frozen=True):
@@ -96,7 +100,8 @@ class _L0:
 
     @classmethod
     def of(cls, given: TurnInput, turn: TurnState) -> _L0:
-        system = ChatMessage(role="system", content=turn.spec.instructions)
+        notices = "".join(f"\n\n{notice}" for notice in given.notices)
+        system = ChatMessage(role="system", content=turn.spec.instructions + notices)
         policies = _policies(given, turn)
         return cls(
             Fixed(system, _definitions(given, policies, recall=True)),

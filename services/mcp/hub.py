@@ -86,7 +86,8 @@ class McpHub:
                 async with connected(server, seconds=self._deadline) as client:
                     found = await list_tools(client)
         except Exception as error:  # noqa: BLE001 - on this step's own loop; worded below
-            return self._problem(server, "listing its tools", error)
+            problem = self._problem(server, "listing its tools", error)
+            return f"{problem} Its tools are not available this turn."
         return tuple(_tool(server.name, tool) for tool in found)
 
     def run(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:

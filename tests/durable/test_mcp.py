@@ -90,6 +90,9 @@ url = "http://127.0.0.1:{port}/mcp"
 headers = {{ X-Api-Token = {{ from_file = {json.dumps(str(secret_file))} }} }}
 tenants = ["test"]
 
+[servers.gone]
+url = "http://127.0.0.1:{free_port()}/mcp"
+
 [servers.local]
 url = "http://127.0.0.1:{local}/mcp"
 headers = {{ X-Api-Token = {{ from_file = {json.dumps(str(secret_file))} }} }}
@@ -213,6 +216,18 @@ def test_images_and_binary_resources_are_kept_as_artifacts_by_hash(
     assert "image/png" in image.content
     assert written[0].path.endswith(".png")
     assert written[0].path.split("/")[2] != written[1].path.split("/")[2]
+
+
+def test_a_server_that_cannot_be_listed_is_named_to_the_model(
+    mcp_stack: McpStack, address: str
+) -> None:
+    live = mcp_stack.live
+    grants: dict[str, Policy] = {"mcp:gone/*": "allow", "mcp:everything/echo": "allow"}
+    result = live.ingress.message(address, script({"reply": "{system}"}), _spec(grants))
+    assert result.status.last_outcome == "succeeded", result
+    assert result.reply.startswith("Follow the script.\n\nThe MCP server gone ")
+    assert result.reply.endswith("Its tools are not available this turn.")
+    assert "Traceback" not in result.reply
 
 
 def test_a_server_the_tenant_may_not_use_is_refused_with_a_sentence(mcp_stack: McpStack) -> None:

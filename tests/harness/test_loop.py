@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 import pytest
 
@@ -342,3 +344,20 @@ def test_a_hold_at_a_round_boundary_keeps_the_turn_running_for_later() -> None:
     assert isinstance(final.phase, Running)
     assert final.round == 1
     assert not [c for c in seen if isinstance(c, Reply)]
+
+
+def test_a_notice_follows_the_instructions_and_moves_the_fingerprint() -> None:
+    def first_call(given: TurnInput) -> CallModel:
+        command = next(run_turn(given))
+        assert isinstance(command, CallModel)
+        return command
+
+    plain = start("hello")
+    told = dataclasses.replace(plain, notices=("The MCP server files is down.",))
+    without, with_notice = first_call(plain), first_call(told)
+    system = with_notice.request.messages[0]
+    assert system.role == "system"
+    assert system.content == "Be brief.\n\nThe MCP server files is down."
+    assert without.request.messages[0].content == "Be brief."
+    assert with_notice.fingerprint != without.fingerprint
+    assert first_call(told).fingerprint == with_notice.fingerprint

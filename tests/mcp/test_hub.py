@@ -93,5 +93,5 @@ def test_a_server_that_is_down_is_a_sentence(tmp_path: Path) -> None:
     (problem,) = catalog.problems
     assert problem == (
         "The MCP server gone failed while listing its tools; it may be down or have answered "
-        "with an error."
+        "with an error. Its tools are not available this turn."
     )
