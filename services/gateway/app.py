@@ -15,7 +15,7 @@ import httpx
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from services.gateway import errors
+from services.gateway import a2a_server, errors
 from services.gateway.auth import AuthMiddleware
 from services.gateway.console import router as console
 from services.gateway.feeds import Hub
@@ -132,6 +132,7 @@ def create_app(
     for router in routers:
         app.include_router(router)
     app.router.routes.append(Route("/mcp", mcp))
+    app.router.routes.extend(a2a_server.routes(rt))
     app.add_middleware(
         BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
     )

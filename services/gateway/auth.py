@@ -1,9 +1,10 @@
 """API keys: who is asking, for which tenant, with which scope.
 
-Every `/v1/` route but `/v1/health`, and `/mcp`, need `Authorization: Bearer tsk_<id>_<secret>`. The
-key is checked by middleware before anything else is read, so a request without a valid
-key learns nothing (401). An address of another tenant is answered exactly like an agent
-that does not exist (404), whatever the key's scope.
+Every `/v1/` route but `/v1/health`, `/mcp` and `/a2a`, need
+`Authorization: Bearer tsk_<id>_<secret>`. The key is checked by middleware before anything
+else is read, so a request without a valid key learns nothing (401). An address of another
+tenant is answered exactly like an agent that does not exist (404), whatever the key's
+scope.
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the annotations of the
@@ -31,6 +32,8 @@ CHALLENGE = {"WWW-Authenticate": "Bearer"}
 PUBLIC = frozenset({"/v1/health"})
 MCP = "/mcp"
 """The MCP endpoint (`mcp_server`): its key is checked here like any route's."""
+A2A = "/a2a"
+"""The A2A agents and their cards (`a2a_server`), keyed the same way."""
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -48,7 +51,9 @@ class Principal:
 
 
 def needs_key(path: str) -> bool:
-    return (path.startswith("/v1/") and path not in PUBLIC) or path == MCP
+    if path.startswith("/v1/"):
+        return path not in PUBLIC
+    return path in {MCP, A2A} or path.startswith(f"{A2A}/")
 
 
 async def authenticate(keys: KeyCache, header: str | None) -> Principal:

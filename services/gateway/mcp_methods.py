@@ -4,6 +4,7 @@ another tenant's task is answered exactly like one that does not exist."""
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any
 
 from mcp import types
@@ -28,6 +29,7 @@ from services.gateway.errors import ApiError
 from services.gateway.mcp_tasks import RELATED, TERMINAL, TaskView, UnknownTaskError
 from services.gateway.models import ApprovalIn
 from services.gateway.runtime import Runtime
+from services.gateway.turns import follow_turn
 
 MISSING_CAPABILITY = -32021
 
@@ -196,19 +198,10 @@ async def turn_end(
     """The event that ends the turn `message_id` started, or that makes it wait for a
     person (unless `until_end`) on a request not in `answered`; None if the gateway
     stopped following first."""
-    turn: int | None = None
-    items = service.follow(rt, agent, after)
-    try:
+    async with aclosing(follow_turn(rt, agent, after, message_id)) as items:
         async for item in items:
-            if not isinstance(item, Event):
-                continue
-            body = item.body
-            if turn is None and isinstance(body, TurnStarted) and body.message_id == message_id:
-                turn = item.turn
-            if item.turn == turn and _ends(body, until_end, answered):
+            if isinstance(item, Event) and _ends(item.body, until_end, answered):
                 return item
-    finally:
-        await items.aclose()
     return None
 
 

@@ -12,8 +12,6 @@ answer with a task (`mcp_tasks`) that the client polls: the turn goes on either 
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -29,9 +27,9 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from schemas.events import ApprovalRequested, TurnParked
-from services.gateway import mcp_tasks, service
+from services.gateway import mcp_tasks
 from services.gateway.auth import Owned, Principal, own
-from services.gateway.errors import ApiError, validation_message
+from services.gateway.errors import ApiError
 from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
 from services.gateway.mcp_tasks import (
     EXTENSION,
@@ -40,8 +38,8 @@ from services.gateway.mcp_tasks import (
     failed,
     input_requests,
 )
-from services.gateway.models import MessageIn
 from services.gateway.runtime import Runtime
+from services.gateway.turns import call_id, new_agent, published_kinds, send_to_kind
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -116,9 +114,7 @@ class Mcp:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tenant = caller_of(ctx).tenant
-        specs = await self.rt.projection.read(lambda store: store.specs(tenant))
-        newest = {published.spec.kind: published.spec for published in specs}
+        newest = await published_kinds(self.rt, caller_of(ctx).tenant)
         tools = [
             types.Tool(
                 name=kind,
@@ -127,7 +123,7 @@ class Mcp:
                 input_schema=INPUT_SCHEMA,
                 execution=types.ToolExecution(task_support="optional"),
             )
-            for kind, spec in sorted(newest.items())
+            for kind, spec in newest.items()
         ]
         return types.ListToolsResult(tools=tools)
 
@@ -214,34 +210,20 @@ class Mcp:
         key = arguments.get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY):
             return failed(f"idempotency_key: expected a string of 1 to {MAX_KEY} characters")
-        call = _call_id(caller.tenant, kind, key)
-        address = arguments.get("agent") or f"{caller.tenant}.mcp-{kind.lower()[:24]}-{call}"
+        call = call_id(caller.tenant, kind, key)
+        address = arguments.get("agent") or new_agent(caller.tenant, "mcp", kind, call)
         if not isinstance(address, str):
             return failed("agent: expected the address of an agent, as a string")
-        agent = own(caller, address, "write", doing="calling an agent", field="agent")
-        try:
-            message = MessageIn.model_validate({"text": arguments.get("message"), "kind": kind})
-        except ValidationError as error:
-            sentence = validation_message(error.errors())[1]
-            return failed(sentence.replace("text: ", "message: ", 1))
-        sending = f"mcp {call}"
-        message_id = service.message_id(address, sending)
-        story = []
-        if key is not None:
-            story = await self.rt.projection.read(
-                lambda store: store.message_story(address, message_id)
-            )
-        accepted = await service.send(self.rt, agent, message, sending)
-        after = story[0].seq - 1 if story else accepted.after_seq
-        return agent, accepted.message_id, after
-
-
-def _call_id(tenant: str, kind: str, key: str | None) -> str:
-    """Random for a call without a key; else made from it, so a call sent again names the
-    same agent and the same message."""
-    if key is None:
-        return secrets.token_hex(8)
-    return hashlib.sha256(f"{tenant}\n{kind}\n{key}".encode()).hexdigest()[:16]
+        sent = await send_to_kind(
+            self.rt,
+            caller,
+            kind,
+            address,
+            arguments.get("message"),
+            idempotency_key=f"mcp {call}",
+            fields=("agent", "message"),
+        )
+        return sent.agent, sent.message_id, sent.after
 
 
 def _wants_task(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import AsyncGenerator
 
 from schemas.events import Event, TimelinePage
+from schemas.spec import AgentSpec
 from schemas.wake import Approval, answer_key
 from services.gateway import follow as following
 from services.gateway.auth import Owned
@@ -105,8 +106,9 @@ def events_url(address: str, after: int) -> str:
     return f"/v1/agents/{address}/events?after={after}"
 
 
-async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
-    """The projection may lag a publish by a moment: ask the tenant object before saying no."""
+async def require_published(rt: Runtime, tenant: str, kind: str) -> AgentSpec:
+    """The newest spec of `kind`. The projection may lag a publish by a moment: ask the
+    tenant object before saying no (404)."""
     spec = await rt.projection.read(lambda store: store.latest_spec(tenant, kind))
     if spec is None:
         spec = await rt.ingress.latest_spec(tenant, kind)
@@ -116,6 +118,7 @@ async def require_published(rt: Runtime, tenant: str, kind: str) -> None:
             f"no spec of kind {kind!r} is published for tenant {tenant}: publish one with "
             "POST /v1/specs (GET /v1/deployment lists the published kinds)",
         )
+    return spec
 
 
 async def answer(rt: Runtime, agent: Owned, request_id: str, given: ApprovalIn) -> ApprovalAccepted:

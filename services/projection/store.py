@@ -241,6 +241,13 @@ class ProjectionStore:
         answered = "approval_answered" in types
         return ApprovalRow(turn, answered, ended is not None or "approval_abandoned" in types)
 
+    async def turn(self, agent: str, turn: int) -> list[Event]:
+        """The events recorded in one turn, in seq order ([] for a turn never started)."""
+        rows = await self._db.execute_fetchall(
+            "select event from events where agent = ? and turn = ? order by seq", (agent, turn)
+        )
+        return [msgspec.json.decode(row[0], type=Event) for row in rows]
+
     async def message_story(self, agent: str, message_id: str) -> list[Event]:
         """Where one message stands, in seq order: the events that name it (its
         `message_queued`, its `turn_started`) and, once its turn started, that turn's
