@@ -7,6 +7,11 @@ N rounds, each calling the tool once, against a turn of N rounds calling the bui
 `calculator`: the difference per round is what the MCP call adds to a round. Beside it,
 the same call made directly: on a fresh connection each time (what a step does) and on
 one open session (a long-lived client). Milliseconds, the median of T turns or calls.
+
+Then a catalog of `--catalog` tools (`tests.fixtures.mcp_catalog`, streamable HTTP): the
+hub's listing as a turn's catalog step makes it (a fresh connection, every page, the
+definitions built), the same listing on an open SDK session, and a one-round turn whose
+spec grants the whole server against the same turn granting no MCP tool.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from schemas.spec import AgentSpec, Limits
+from services.effects.ledger import MemoryLedger
 from services.executor.scripted import script
 from services.ingress import Ingress
-from services.mcp.client import call_tool, connected
+from services.mcp.client import call_tool, connected, list_tools
 from services.mcp.config import Server, load_servers
+from services.mcp.hub import McpHub
 from services.stack import Stack, free_port, isolated_settings
 from tests.mcp.test_hub import _wait_for
 
@@ -38,10 +45,11 @@ TOOLS = {
 }
 
 
-def _servers(folder: Path, port: int) -> Path:
+def _servers(folder: Path, port: int, bulk_port: int) -> Path:
     path = folder / "mcp.toml"
     path.write_text(
         f'[servers.local]\nurl = "http://127.0.0.1:{port}/mcp"\n\n'
+        f'[servers.bulk]\nurl = "http://127.0.0.1:{bulk_port}/mcp"\n\n'
         f"[servers.time]\ncommand = {json.dumps(sys.executable)}\n"
         'args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]\n'
     )
@@ -105,22 +113,62 @@ def _direct(server: Server, times: int) -> tuple[float, float]:
     return _timed(lambda: asyncio.run(fresh()), times), asyncio.run(session())
 
 
+def _catalog(ingress: Ingress, server: Server, size: int, times: int) -> list[float]:
+    hub = McpHub({server.name: server}, MemoryLedger(), 60.0)
+    grants = (f"mcp:{server.name}/*",)
+    listed = hub.catalog("bench", grants)
+    assert len(listed.tools) == size, listed.problems
+    step = _timed(lambda: hub.catalog("bench", grants), times)
+
+    async def session() -> float:
+        async with connected(server) as client:
+            await list_tools(client)
+            took = []
+            for _ in range(times):
+                started = time.perf_counter()
+                await list_tools(client)
+                took.append(time.perf_counter() - started)
+            return statistics.median(took) * 1000
+
+    counter = iter(range(1_000_000))
+
+    def turn(tools: tuple[str, ...]) -> None:
+        spec = AgentSpec(kind="bench-catalog", instructions="Reply.", model="script", tools=tools)
+        text = script({"reply": "done"})
+        result = ingress.message(f"bench.catalog-{next(counter)}", text, spec)
+        assert result.status.last_outcome == "succeeded", result
+
+    turn(grants)  # warm up
+    granted = _timed(lambda: turn(grants), times)
+    plain = _timed(lambda: turn(("calculator",)), times)
+    return [step, asyncio.run(session()), granted, plain]
+
+
+def _serve(module: str, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(port)
+    return process, port
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.mcp", description=__doc__)
     parser.add_argument("--calls", type=int, default=10, help="MCP calls per turn (default 10)")
     parser.add_argument("--turns", type=int, default=5, help="turns per figure (default 5)")
+    parser.add_argument(
+        "--catalog", type=int, default=100, help="tools in the listed catalog (default 100)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.fixtures.mcp_server", str(port), str(folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        local, port = _serve("tests.fixtures.mcp_server", str(folder))
+        bulk, bulk_port = _serve("tests.fixtures.mcp_catalog", str(args.catalog))
         try:
-            _wait_for(port)
-            servers_file = _servers(folder, port)
+            servers_file = _servers(folder, port, bulk_port)
             settings = isolated_settings(folder / "home", mcp_servers_file=servers_file)
             servers = load_servers(servers_file)
             print(
@@ -135,9 +183,18 @@ def main() -> None:
                         f"{name:6} {transport:9} {with_mcp:9.1f}  {with_calc:16.1f}  "
                         f"{with_mcp - with_calc:13.1f}  {fresh:12.1f}  {session:14.1f}"
                     )
+                figures = _catalog(ingress, servers["bulk"], args.catalog, args.turns)
+            step, session, granted, plain = figures
+            print(
+                f"\ncatalog of {args.catalog} tools: catalog step {step:.1f}  "
+                f"SDK session list_tools {session:.1f}  "
+                f"turn granting it {granted:.1f}  turn without MCP {plain:.1f}  "
+                f"difference {granted - plain:.1f}"
+            )
         finally:
-            process.kill()
-            process.wait()
+            for process in (local, bulk):
+                process.kill()
+                process.wait()
 
 
 if __name__ == "__main__":
