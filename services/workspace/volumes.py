@@ -101,10 +101,7 @@ def prepare(home: Path, mode: DiskMode, image_mb: int | None = None) -> Volumes 
         return None
     mount = home / "workspaces"
     try:
-        with _locked(home / SETUP_LOCK):
-            _mounted_or_mount(home, mount, image_mb)
-            hold = os.open(home / HOLD_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            fcntl.flock(hold, fcntl.LOCK_SH)
+        hold = _prepared(home, mount, image_mb)
     except DiskUnavailableError as error:
         if mode == "image":
             raise
@@ -115,6 +112,23 @@ def prepare(home: Path, mode: DiskMode, image_mb: int | None = None) -> Volumes 
         )
         return None
     return Volumes(mount, hold)
+
+
+def _prepared(home: Path, mount: Path, image_mb: int | None) -> int:
+    """The image mounted at `mount`; the descriptor of this process's hold on it."""
+    if os.geteuid() != 0:
+        # Setting a quota group's limit needs CAP_SYS_ADMIN, even on a mount that is there.
+        raise DiskUnavailableError("the workspaces' image needs the service to run as root")
+    try:
+        with _locked(home / SETUP_LOCK):
+            _mounted_or_mount(home, mount, image_mb)
+            hold = os.open(home / HOLD_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(hold, fcntl.LOCK_SH)
+    except OSError as error:
+        raise DiskUnavailableError(
+            f"the service could not prepare the workspaces' image ({_reason(error)})"
+        ) from None
+    return hold
 
 
 def release(home: Path) -> bool:
@@ -146,7 +160,7 @@ def _mounted_or_mount(home: Path, mount: Path, image_mb: int | None) -> None:
                 "image, which is left as it is."
             )
         return
-    _refuse_unless_possible(home, mount)
+    _refuse_unless_possible(mount)
     image = home / IMAGE
     if not image.exists():
         _make_image(image, image_mb or _disk_size(home))
@@ -164,11 +178,7 @@ def _mounted_or_mount(home: Path, mount: Path, image_mb: int | None) -> None:
         os.close(descriptor)
 
 
-def _refuse_unless_possible(home: Path, mount: Path) -> None:
-    if os.geteuid() != 0:
-        raise DiskUnavailableError(
-            "mounting the workspaces' image needs the service to run as root"
-        )
+def _refuse_unless_possible(mount: Path) -> None:
     if not Path("/dev/loop-control").exists():
         raise DiskUnavailableError("this machine has no loop devices (/dev/loop-control)")
     if shutil.which("mkfs.btrfs", path=TOOL_PATH) is None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -237,3 +239,41 @@ def test_a_folder_made_by_hand_in_the_image_takes_file_tools_but_no_commands(
         WorkspaceSettings(),
     )
     assert asyncio.run(image.perform(call, lambda: False)).result.status == "ok"
+
+
+REPO = Path(__file__).resolve().parents[2]
+REFUSED_AS_ANOTHER_USER = """
+import sys
+import tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from services.workspace.volumes import DiskUnavailableError, prepare
+try:
+    prepare(Path(sys.argv[2]), "image")
+except DiskUnavailableError as error:
+    print(error)
+print(prepare(Path(sys.argv[2]), "auto"))
+"""
+
+
+def test_a_service_not_run_as_root_keeps_folders_and_image_mode_says_why() -> None:
+    """Run as another user (the system's python: the module needs nothing else)."""
+    home = Path(tempfile.mkdtemp())
+    try:
+        os.chown(home, 1_499_999, 1_499_999)
+        user = ["setpriv", "--reuid=1499999", "--regid=1499999", "--clear-groups"]
+        ran = subprocess.run(
+            [*user, "/usr/bin/python3", "-c", REFUSED_AS_ANOTHER_USER, str(REPO), str(home)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert ran.stdout.splitlines() == [
+            "the workspaces' image needs the service to run as root",
+            "None",
+        ]
+        assert "quota is checked after each command, not by the kernel" in ran.stderr
+        assert not mounted(home)
+        assert list(home.iterdir()) == []
+    finally:
+        shutil.rmtree(home)
