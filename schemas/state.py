@@ -17,7 +17,7 @@ from schemas.context import ContextState, Recent
 from schemas.events import Event, Outcome
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
-from schemas.wake import Message
+from schemas.wake import Message, Pause
 
 
 class Ledger(msgspec.Struct, frozen=True):
@@ -91,3 +91,19 @@ class StoredAgent(msgspec.Struct, frozen=True):
     """The invocation id of the last wake that ran a turn and returned. Such a wake leaves
     `running` naming it (clearing it would cost a journal entry per wake): a turn is
     running while `running` names another."""
+
+
+class RunningWake(msgspec.Struct, frozen=True):
+    """The value of the `running` key: the wake that runs a turn now (or ran the last
+    one), and the awakeable it listens to at each round boundary (`Bell`)."""
+
+    invocation: str
+    bell: str = ""
+
+
+class Bell(msgspec.Struct, frozen=True):
+    """What rings a running turn's bell: a message that joins it (`while_busy: steer`),
+    or a pause. The turn hears it at its next round boundary."""
+
+    message: Message | None = None
+    pause: Pause | None = None

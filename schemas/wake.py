@@ -134,5 +134,20 @@ class Resume(msgspec.Struct, frozen=True, tag="resume"):
 Wake = Message | ChildReport | Timer | Approval | Stop | ScheduleSkip | Pause | Resume
 
 
+class Arrival(msgspec.Struct, frozen=True):
+    """The input of the agent's shared `arrived` handler: a message sent to its `wake`
+    (whose invocation is `invocation`) that may act on a turn running now."""
+
+    message: Message
+    invocation: str
+
+
+def acts_on_a_running_turn(message: Message) -> bool:
+    """Whether a running turn should hear of `message` at once: a sender tells the
+    `arrived` handler of a message that interrupts or steers (or may, by its agent's
+    spec); one that queues or is rejected waits for the wake it is."""
+    return message.while_busy not in {"queue", "reject"}
+
+
 class WakeEnvelope(msgspec.Struct, frozen=True):
     wake: Wake

@@ -37,7 +37,7 @@ from schemas.tenant import (
     SpecQuery,
     SpecVersions,
 )
-from schemas.wake import WakeEnvelope
+from schemas.wake import Arrival, Pause, WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 
 In = TypeVar("In")
@@ -79,6 +79,10 @@ SCHEDULES, HOOKS = "Schedules", "Hooks"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
+ARRIVED = Handler(AGENT, "arrived", Arrival, Empty)
+"""Shared: a message sent to `wake` that interrupts or steers a turn running now."""
+PAUSE = Handler(AGENT, "pause", Pause, Empty)
+"""Shared: holds a running turn at its next round boundary, then sends `wake` a `Pause`."""
 STATUS = Handler(AGENT, "status", Empty, AgentStatus)
 TIMELINE = Handler(AGENT, "timeline", TimelineQuery, TimelinePage)
 APPROVALS = Handler(AGENT, "approvals", Empty, Approvals)

@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import restate
 
-from schemas.wake import Message, WakeEnvelope
-from services.contracts import WAKE, Handler
+from schemas.wake import Arrival, Message, WakeEnvelope, acts_on_a_running_turn
+from services.contracts import ARRIVED, WAKE, Handler
 
 T = TypeVar("T")
 In = TypeVar("In")
@@ -121,7 +122,7 @@ def send(
     )
 
 
-def deliver(
+async def deliver(
     ctx: restate.Context,
     address: str,
     message: Message,
@@ -131,10 +132,33 @@ def deliver(
 ) -> None:
     """Send a message to an agent from inside a handler (a schedule's fire, a webhook's
     delivery): the one way a message reaches an agent, whatever its `while_busy`. It
-    travels to the agent's `wake`, in order with everything else sent to it."""
-    send(
-        ctx, WAKE, WakeEnvelope(message), key=address, idempotency_key=idempotency_key, delay=delay
+    travels to the agent's `wake`, in order with everything else sent to it; one that may
+    interrupt or steer also tells the agent's `arrived` handler, which reaches a turn
+    running now (`schemas.wake.acts_on_a_running_turn`)."""
+    if not message.id:
+        message = msgspec.structs.replace(message, id=f"m{ctx.uuid().hex[:24]}")
+    sent = ctx.generic_send(
+        WAKE.service,
+        WAKE.name,
+        WAKE.encode(WakeEnvelope(message)),
+        key=address,
+        idempotency_key=idempotency_key,
+        send_delay=delay,
     )
+    if acts_on_a_running_turn(message):
+        arrival = Arrival(message, await sent.invocation_id())
+        send(ctx, ARRIVED, arrival, key=address, delay=delay)
+
+
+async def rang(bell: Any, done: Any) -> bool:
+    """Whether `bell` has completed, checked beside `done`, a future that has completed
+    already: `restate.wait_completed` answers at once with the completed ones, so this
+    journals nothing and waits for nothing (an in-memory context's futures are asyncio's,
+    `services/agent/inline.py`)."""
+    if isinstance(bell, asyncio.Future):
+        return bell.done()
+    completed, _ = await restate.wait_completed(bell, done)
+    return bell in completed
 
 
 async def together(*futures: Any) -> None:

@@ -14,8 +14,8 @@ import msgspec
 
 from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
 from schemas.spec import AgentSpec
-from schemas.wake import Message, Wake, WakeEnvelope
-from services.contracts import STATUS, STOP, TIMELINE, WAKE, Empty, Handler
+from schemas.wake import Arrival, Message, Wake, WakeEnvelope, acts_on_a_running_turn
+from services.contracts import ARRIVED, STATUS, STOP, TIMELINE, WAKE, Empty, Handler
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -89,6 +89,25 @@ class Ingress:
     def send_wake(self, address: str, wake: Wake, idempotency_key: str | None = None) -> str:
         """Wake the agent without waiting; returns the invocation id."""
         return self.send(WAKE, WakeEnvelope(wake), address, idempotency_key)
+
+    def send_message(
+        self, address: str, message: Message, idempotency_key: str | None = None
+    ) -> str:
+        """One-way, as every sender sends a message: to the agent's `wake`, and, for one
+        that may interrupt or steer, to its `arrived` handler too (which reaches a turn
+        running now). Returns the invocation id of the wake."""
+        invocation = self.send_wake(address, message, idempotency_key)
+        if acts_on_a_running_turn(message):
+            arrival = Arrival(message, invocation)
+            self.send(ARRIVED, arrival, address, f"arrived {invocation}")
+        return invocation
+
+    def attach(self, invocation: str, patience: float = 120.0) -> WakeResult:
+        """Wait for the wake `invocation` (one sent one-way) to end: its result."""
+        response = self._http.get(f"/restate/invocation/{invocation}/attach", timeout=patience)
+        if response.status_code >= 400:
+            raise error_of(response)
+        return WAKE.decode(response.content)
 
     def message(
         self, address: str, text: str, spec: AgentSpec | None = None, key: str | None = None

@@ -26,13 +26,14 @@ import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.chat import ToolDefinition
+from schemas.chat import ChatMessage, ToolDefinition
 from schemas.events import (
     AgentStatus,
     ApprovalRequested,
     ArtifactWritten,
     ChildSpawned,
     EventBody,
+    MessageSteered,
     Outcome,
     ToolCalled,
     ToolFinished,
@@ -41,7 +42,9 @@ from schemas.events import (
 )
 from schemas.harness import (
     Ack,
+    Arrived,
     AskApproval,
+    Between,
     CallModel,
     CallTool,
     Command,
@@ -85,7 +88,7 @@ from services.agent.machine import (
 )
 from services.agent.observers import Observer
 from services.agent.pipeline import BudgetExceededError, Pipeline, needs_clock
-from services.agent.store import Store
+from services.agent.store import Doorbell, Store
 from services.agent.timeline import Sink, Timeline
 from services.contracts import GENERATE, LATEST_SPEC, WAKE, WORKSPACE_CALL
 from services.durable import CANCELLED, Asked, ask, call, send, step_options
@@ -116,6 +119,10 @@ class Driver:
     """The wake's events (made once the record is read)."""
     _books: Books
     """The bookkeeping of the turn being driven (made when a drive begins)."""
+    _bell: Doorbell
+    """The bell of the turn being driven (made when a drive begins)."""
+    _done: Awaitable[float]
+    """A step of this wake that has completed (the clock's): the bell is heard beside it."""
     _catalog: McpCatalog = McpCatalog()
     """The MCP tools the turn being driven sees (listed when the drive begins)."""
 
@@ -149,6 +156,7 @@ class Driver:
         started = self._ctx.run_typed(CLOCK_STEP, _now, step_options(float))
         record = await self._store.record(started)  # the clock is read with the record
         self._clock = self._clock.saw(await started)
+        self._done = started
         self._timeline = Timeline(
             self._address, record.timeline, self._sink, self._store.write_chunk, self._observers
         )
@@ -218,7 +226,20 @@ class Driver:
                 self._add(ApprovalRequested(request_id, asked.id, asked.name, asked.arguments))
             case Wait(pending=pending):
                 self._add(Waiting(pending))
+            case Between():
+                return await self._between()
         return Ack() if isinstance(step, Command) else None
+
+    async def _between(self) -> Arrived | Ack:
+        """A round ended: what rang the turn's bell during it, if anything."""
+        bell = await self._bell.heard()
+        if bell is None:
+            return Ack()
+        if bell.message is not None:
+            message = bell.message
+            self._add(MessageSteered(message.text, message.id))
+            return Arrived((ChatMessage(role="user", content=message.text),))
+        return Arrived(hold=True)
 
     def _ask_spec(self, kind: str) -> Asked[SpecAnswer]:
         """Ask the tenant for the newest published spec of `kind`."""
@@ -233,7 +254,7 @@ class Driver:
     async def _drive(self, turn: TurnState, record: AgentRecord) -> Input:
         """Run the harness until the turn pauses or ends; a stop (the invocation's
         cancellation) ends it as the books left it."""
-        self._store.set_running(self._ctx.request().id)
+        self._bell = Doorbell(self._ctx, self._store, self._done)
         recent = await self._store.recent(record.context)
         self._catalog = await self._mcp_catalog(turn)
         network = turn.spec.workspace.network
@@ -252,17 +273,22 @@ class Driver:
             except (restate.TerminalError, BudgetExceededError) as error:
                 harness.close()
                 books = self._books
+                bell = self._bell
                 if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
-                    return TurnStopped(books.spent(self._clock), books.ledger, books.context)
+                    spent = books.spent(self._clock)
+                    return TurnStopped(spent, books.ledger, books.context, bell.steered)
                 failed: tuple[Outcome, str] = ("failed", _reason(error))
-                return TurnRan(books.spent(self._clock), failed, books.ledger, books.context)
+                spent = books.spent(self._clock)
+                return TurnRan(spent, failed, books.ledger, books.context, bell.steered, bell.held)
             try:
                 command = harness.send(result)
             except StopIteration as stop:
                 books = self._books
                 final = msgspec.structs.replace(stop.value, usage=books.turn.usage)
                 spent = books.spent(self._clock, final)
-                return TurnRan(spent, _ending(command), books.ledger, books.context)
+                bell = self._bell
+                ending = _ending(command)
+                return TurnRan(spent, ending, books.ledger, books.context, bell.steered, bell.held)
 
     async def _mcp_catalog(self, turn: TurnState) -> McpCatalog:
         """The tools of the MCP servers the spec grants, listed once per wake in one

@@ -53,6 +53,7 @@ class InlineContext:
         self._key, self.state, self._request = key, state, Request(invocation)
         self._calls = calls or {}
         self.sent: list[Sent] = []
+        self.awakeables: dict[str, asyncio.Future[Any]] = {}
         self._cancelled = False
 
     def key(self) -> str:
@@ -122,6 +123,17 @@ class InlineContext:
             return await call(arg)
 
         return asyncio.ensure_future(invoke())
+
+    def awakeable(
+        self, serde: Serde[Any] | None = None, type_hint: type | None = None
+    ) -> tuple[str, asyncio.Future[Any]]:
+        """A named future; `resolve` completes it, as a shared handler's resolve would."""
+        name = f"awakeable-{len(self.awakeables)}"
+        self.awakeables[name] = asyncio.get_running_loop().create_future()
+        return name, self.awakeables[name]
+
+    def resolve(self, name: str, value: bytes) -> None:
+        self.awakeables[name].set_result(value)
 
     def _check(self) -> None:
         if self._cancelled:

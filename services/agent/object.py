@@ -18,12 +18,23 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.harness import AwaitingApproval
-from schemas.wake import Message, Stop, WakeEnvelope
+from schemas.state import Bell
+from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
 from services.agent.driver import Driver, LocalModel, status
 from services.agent.observers import Observer
-from services.agent.store import Reader
+from services.agent.store import Reader, ring
 from services.agent.timeline import Sink
-from services.contracts import AGENT, APPROVALS, STATUS, STOP, TIMELINE, WAKE
+from services.contracts import (
+    AGENT,
+    APPROVALS,
+    ARRIVED,
+    PAUSE,
+    STATUS,
+    STOP,
+    TIMELINE,
+    WAKE,
+    Empty,
+)
 from services.durable import send
 from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
@@ -59,6 +70,14 @@ def agent_object(
         driver = Driver(ctx, address, tools, sink=sink, model=model, observers=observers or ())
         return await driver.run(envelope.wake)
 
+    _controls(agent)
+    _views(agent)
+    return agent
+
+
+def _controls(agent: restate.VirtualObject) -> None:
+    """The shared handlers that reach a turn while its wake runs: stop, arrived, pause."""
+
     @agent.handler(name=STOP.name, kind="shared")
     async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
         address = _address(ctx.key())
@@ -67,13 +86,47 @@ def agent_object(
         record = stored.record
         running = await reader.running(stored)
         if running:
-            ctx.cancel_invocation(running)
+            ctx.cancel_invocation(running.invocation)
             return StopAnswer(True, f"Stopping {address}'s running turn.")
         # The wake records the outcome on the timeline, for senders that do not wait.
         send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
         if record.turn is not None:
             return StopAnswer(True, f"Stopping {address}'s turn, which waits for an answer.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
+
+    @agent.handler(name=ARRIVED.name, kind="shared")
+    async def arrived(ctx: restate.ObjectSharedContext, arrival: Arrival) -> Empty:
+        """A message that may act on the turn running now: `interrupt` stops it as a stop
+        does, `steer` rings its bell; the message's own wake does the rest once the
+        running one ends (and nothing, for a message the running turn heard)."""
+        reader = Reader(ctx)
+        stored = await reader.stored()
+        running = await reader.running(stored)
+        message = arrival.message
+        if running is None or running.invocation == arrival.invocation:
+            return Empty()  # no turn runs beside the message: its wake decides
+        spec = stored.record.turn.spec if stored.record.turn else stored.record.spec
+        match policy(message, spec):
+            case "interrupt":
+                ctx.cancel_invocation(running.invocation)
+            case "steer" if message.id and running.bell:
+                ring(ctx, running.bell, Bell(message=message))
+        return Empty()
+
+    @agent.handler(name=PAUSE.name, kind="shared")
+    async def pause(ctx: restate.ObjectSharedContext, pause: Pause) -> Empty:
+        """A running turn hears the pause at its next round boundary; the `Pause` wake
+        holds the agent once that wake (or none) runs."""
+        reader = Reader(ctx)
+        running = await reader.running(await reader.stored())
+        if running is not None and running.bell:
+            ring(ctx, running.bell, Bell(pause=pause))
+        send(ctx, WAKE, WakeEnvelope(pause), key=_address(ctx.key()))
+        return Empty()
+
+
+def _views(agent: restate.VirtualObject) -> None:
+    """The shared read-only handlers."""
 
     @agent.handler(name=APPROVALS.name, kind="shared")
     async def approvals(ctx: restate.ObjectSharedContext) -> Approvals:
@@ -101,8 +154,6 @@ def agent_object(
             )
         events, last_seq = await Reader(ctx).page(query.after_seq, query.limit)
         return TimelinePage(events=events, last_seq=last_seq)
-
-    return agent
 
 
 def _check_inline(envelope: WakeEnvelope, offer: Offer | None, address: str) -> None:

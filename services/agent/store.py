@@ -4,9 +4,9 @@
   end: the machine's `AgentRecord`, a copy of the segments not folded yet (what the
   prompt shows verbatim) and the id of the last wake that ran a turn, in the layout
   `migrations.VERSION` (an older one is brought forward as it is read);
-- `running`: the id of the wake that runs a turn now, or that ran the last one: set when a
-  wake starts a turn, never cleared (the record names the last wake that returned), so a
-  stop can cancel it;
+- `running`: the wake that runs a turn now, or that ran the last one (`RunningWake`: its
+  id and its bell): set when a wake starts a turn, never cleared (the record names the
+  last wake that returned), so a stop can cancel it and a steer or a pause can ring it;
 - `history.{n}`: segment n of the history (one finished turn's messages), written once,
   when it leaves the record's copy (a fold moves past it): while the prompt shows it
   verbatim, the copy is where it is kept, so a turn's messages are written once per wake,
@@ -16,21 +16,39 @@
 
 A running wake writes chunks before it writes the record, so a reader finds the newest
 chunks by reading on from the record's mark until a chunk is missing.
+
+The bell (`Doorbell`): how something that arrives while a wake runs a turn reaches it.
+
+A wake that drives a turn makes an awakeable and names it beside its own id in the
+`running` key, which shared handlers read while the wake runs. A message that steers, or
+a pause, resolves it with a `Bell` (`services/agent/object.py`); the turn hears it at its
+next round boundary (the harness's `Between`). Hearing costs no journal entry: the bell
+is checked beside a step the wake has finished already, the way Restate's own combinators
+check a future that may have completed. A bell that rang is replaced by a new one, named
+in `running` again (one state write per steer).
+
+One awakeable completes once: two that ring it in one round before the wake names the
+next bell are heard as the first alone. Nothing is lost by that: a steered message is
+also a wake of its own, which runs as the next turn when the running one never heard it,
+and a pause is also a wake that holds the agent when it arrives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
+import msgspec
 import restate
 
 from schemas.chat import ChatMessage
 from schemas.context import ContextState, Recent, Segment
 from schemas.events import Event
 from schemas.harness import Recall
-from schemas.state import AgentRecord, Chunk, StoredAgent, TimelineMark
+from schemas.state import AgentRecord, Bell, Chunk, RunningWake, StoredAgent, TimelineMark
+from schemas.wake import Pause
 from services.agent.migrations import VERSION, NewerStateError, load
-from services.durable import together
+from services.durable import rang, together
 from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, matches
 
 RECORD = "agent"
@@ -58,10 +76,15 @@ class Reader:
     async def stored(self) -> StoredAgent:
         return decoded(await self._ctx.get(RECORD, serde=RAW))  # type: ignore[arg-type]
 
-    async def running(self, stored: StoredAgent) -> str | None:
-        """The id of the wake running a turn now, if one is; `stored` read before."""
-        running = await self._ctx.get(RUNNING, type_hint=str)
-        return running if running and running != stored.finished else None
+    async def running(self, stored: StoredAgent) -> RunningWake | None:
+        """The wake running a turn now, if one is; `stored` read before."""
+        raw = await self._ctx.get(RUNNING, serde=RAW)
+        if not raw:
+            return None
+        # A value written before the bell was kept beside it is the invocation id alone.
+        found = msgspec.json.decode(raw, type=RunningWake | str)
+        running = found if isinstance(found, RunningWake) else RunningWake(found)
+        return running if running.invocation != stored.finished else None
 
     async def chunk(self, index: int) -> Chunk | None:
         return await self._ctx.get(chunk_key(index), type_hint=Chunk)
@@ -115,6 +138,7 @@ class Store(Reader):
         """The value as read, with its copy: what `finish` compares with."""
         self._running = ""
         """The id of this wake, once it has started a turn."""
+        self._named: RunningWake | None = None
 
     async def record(self, *alongside: restate.RestateDurableFuture[Any]) -> AgentRecord:
         """The machine's record (the store keeps the rest of the envelope), read together
@@ -158,12 +182,14 @@ class Store(Reader):
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
 
-    def set_running(self, invocation: str) -> None:
-        """Name the wake that runs a turn now (once per wake). It stays named once the wake
-        returns: the record it writes then says it finished (`Reader.running`)."""
-        if invocation != self._running:
-            self._writer.set(RUNNING, invocation)
-            self._running = invocation
+    def set_running(self, invocation: str, bell: str) -> None:
+        """Name the wake that runs a turn now and its bell (once per wake, and once more
+        each time the bell rang). It stays named once the wake returns: the record it
+        writes then says it finished (`Reader.running`)."""
+        running = RunningWake(invocation, bell)
+        if running != self._named:
+            self._writer.set(RUNNING, running)
+            self._running, self._named = invocation, running
 
     def write_segment(self, index: int, segment: Segment) -> None:
         """Add segment `index`: kept in the record's copy while the prompt shows it,
@@ -235,6 +261,41 @@ class Store(Reader):
             if segment is not None and matches(segment.messages, query.query):
                 found[segment.turn] = (*segment.messages, *found.get(segment.turn, ()))
         return sorted(found.items())
+
+
+class Doorbell:
+    """The bell of the turn a wake drives (see the module's text)."""
+
+    def __init__(self, ctx: restate.ObjectContext, store: Store, done: Awaitable[Any]) -> None:
+        self._ctx, self._store, self._done = ctx, store, done
+        self.steered: tuple[str, ...] = ()
+        """Ids of the messages that joined the turn."""
+        self.held: Pause | None = None
+        """The pause that held the turn, once one did."""
+        self._future = self._hang()
+
+    def _hang(self) -> Awaitable[bytes]:
+        name, future = self._ctx.awakeable(serde=RAW)
+        self._store.set_running(self._ctx.request().id, name)
+        return future
+
+    async def heard(self) -> Bell | None:
+        """What rang the bell since it was last heard, if anything."""
+        if self.held is not None or not await rang(self._future, self._done):
+            return None
+        bell = msgspec.json.decode(await self._future, type=Bell)
+        if bell.pause is not None:
+            self.held = bell.pause
+            return bell
+        self._future = self._hang()
+        if bell.message is not None:
+            self.steered = (*self.steered, bell.message.id)
+        return bell
+
+
+def ring(ctx: restate.ObjectSharedContext, name: str, bell: Bell) -> None:
+    """Ring the bell `name` of a running turn (from a shared handler)."""
+    ctx.resolve_awakeable(name, msgspec.json.encode(bell), serde=RAW)
 
 
 def decoded(raw: bytes | None) -> StoredAgent:

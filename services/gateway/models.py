@@ -72,6 +72,13 @@ class StopAccepted(Accepted):
     message: str = Field(description="One sentence saying what happens next.")
 
 
+class HoldAccepted(Accepted):
+    """A pause or a resume is held (202); `agent_paused` or `agent_resumed` says when it
+    applied."""
+
+    message: str = Field(description="One sentence saying what happens next.")
+
+
 class AgentOut(Strict):
     address: str
     kind: str

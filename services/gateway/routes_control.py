@@ -1,6 +1,6 @@
-"""Turn control: answer an approval request, stop a turn.
+"""Turn control: answer an approval request, stop a turn, pause and resume an agent.
 
-Both are one-way sends to Restate ingress, answered 202 as soon as Restate holds them,
+All are one-way sends to Restate ingress, answered 202 as soon as Restate holds them,
 whatever the state of the service endpoint. Their idempotency keys are made from the
 request, so a client's retry is the same send. What the projection already shows to be
 impossible is refused at once (404, 409); the agent decides the rest and records the
@@ -13,11 +13,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
+from schemas.wake import Pause, Resume
 from services.gateway import service
 from services.gateway.auth import Owned, owned
-from services.gateway.models import ApprovalAccepted, ApprovalIn, StopAccepted
+from services.gateway.models import ApprovalAccepted, ApprovalIn, HoldAccepted, StopAccepted
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
+from services.keys import signature
 
 router = APIRouter(tags=["control"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -60,4 +62,41 @@ async def stop_turn(agent: Annotated[Owned, Depends(owned("write"))], rt: Rt) ->
         after_seq=after,
         events_url=service.events_url(agent.address, after),
         message=f"The stop is accepted; {agent.address}'s timeline will show its outcome.",
+    )
+
+
+@router.post(
+    "/v1/agents/{address}/pause", status_code=202, responses=errors(400, 401, 403, 404, 503)
+)
+async def pause_agent(agent: Annotated[Owned, Depends(owned("write"))], rt: Rt) -> HoldAccepted:
+    """Pause the agent (202): a running turn finishes its round and holds there; then
+    nothing runs until it is resumed. Messages, schedule fires and children's reports
+    that arrive meanwhile are kept, in order. `agent_paused` says when it holds."""
+    row = await service.known(rt, agent.address)
+    after = row.last_seq if row is not None else 0
+    by = signature(agent.caller.key_id, agent.caller.key_name)
+    invocation = await rt.ingress.pause(agent.address, Pause(by), f"pause after {after}")
+    return _held(agent.address, invocation, after, "pause")
+
+
+@router.post(
+    "/v1/agents/{address}/resume", status_code=202, responses=errors(400, 401, 403, 404, 503)
+)
+async def resume_agent(agent: Annotated[Owned, Depends(owned("write"))], rt: Rt) -> HoldAccepted:
+    """Resume a paused agent (202): its held turn goes on, then what arrived while it was
+    paused runs, in order. `agent_resumed` says when it applied."""
+    row = await service.known(rt, agent.address)
+    after = row.last_seq if row is not None else 0
+    by = signature(agent.caller.key_id, agent.caller.key_name)
+    invocation = await rt.ingress.resume(agent.address, Resume(by), f"resume after {after}")
+    return _held(agent.address, invocation, after, "resume")
+
+
+def _held(address: str, invocation: str, after: int, what: str) -> HoldAccepted:
+    return HoldAccepted(
+        address=address,
+        invocation_id=invocation,
+        after_seq=after,
+        events_url=service.events_url(address, after),
+        message=f"The {what} is accepted; {address}'s timeline will show when it applied.",
     )

@@ -14,8 +14,8 @@ import secrets
 from collections.abc import AsyncGenerator
 
 from schemas.events import Event, TimelinePage
-from schemas.spec import AgentSpec
-from schemas.wake import Approval, answer_key
+from schemas.spec import AgentSpec, WhileBusy
+from schemas.wake import Approval, Message, answer_key
 from services.gateway import follow as following
 from services.gateway.auth import Owned
 from services.gateway.errors import ApiError, needs_kind, unknown_agent
@@ -47,16 +47,13 @@ async def send(
     if row is None and agent.address not in rt.recent:
         await rt.quotas.new_agent(agent.caller.tenant)
     await rt.quotas.tokens(agent.caller.tenant)
-    if row is not None:
-        await _refuse_if_busy(rt, agent, row, message)
+    rule = await _policy(rt, agent, row, message) if row and row.status in BUSY else None
+    if rule == "reject":
+        raise _busy(agent.address, row)
     mid = message_id(agent.address, idempotency_key)
+    sent = Message(message.text, kind=message.kind, id=mid, while_busy=message.while_busy)
     invocation = await rt.ingress.send_message(
-        agent.address,
-        message.text,
-        message.kind,
-        idempotency_key,
-        mid,
-        while_busy=message.while_busy,
+        agent.address, sent, idempotency_key, arrived=rule in {"interrupt", "steer"}
     )
     if row is None:
         rt.recent.add(agent.address)
@@ -74,23 +71,25 @@ BUSY = frozenset({"running", "waiting", "parked", "paused"})
 """The statuses in which a message finds a turn in progress (or the agent paused)."""
 
 
-async def _refuse_if_busy(rt: Runtime, agent: Owned, row: AgentRow, message: MessageIn) -> None:
+async def _policy(rt: Runtime, agent: Owned, row: AgentRow, message: MessageIn) -> WhileBusy:
+    """The policy of a message to a busy agent: its own, else its spec's (as published)."""
+    if message.while_busy is not None:
+        return message.while_busy
+    kind = message.kind or row.kind
+    spec = await rt.projection.read(lambda store: store.latest_spec(agent.caller.tenant, kind))
+    return spec.while_busy if spec is not None else "queue"
+
+
+def _busy(address: str, row: AgentRow | None) -> ApiError:
     """A message whose policy is `reject` is refused at once while the agent is busy (the
     agent refuses one that finds it busy once it arrives, on its timeline)."""
-    if row.status not in BUSY:
-        return
-    policy = message.while_busy
-    if policy is None:
-        kind = message.kind or row.kind
-        spec = await rt.projection.read(lambda store: store.latest_spec(agent.caller.tenant, kind))
-        policy = spec.while_busy if spec is not None else "queue"
-    if policy == "reject":
-        raise ApiError(
-            409,
-            f"agent {agent.address} is {row.status} and the message's while_busy is "
-            "reject, so it was not sent: send it again once the agent is idle, or with "
-            "while_busy queue, interrupt or steer",
-        )
+    status = row.status if row is not None else "busy"
+    return ApiError(
+        409,
+        f"agent {address} is {status} and the message's while_busy is reject, so it was "
+        "not sent: send it again once the agent is idle, or with while_busy queue, "
+        "interrupt or steer",
+    )
 
 
 def message_id(address: str, idempotency_key: str | None) -> str:

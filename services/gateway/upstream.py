@@ -14,12 +14,13 @@ import msgspec
 
 from schemas.hook import Delivery, HookSpec
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
-from schemas.spec import AgentSpec, WhileBusy
+from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
-from schemas.wake import Approval, Message, WakeEnvelope
+from schemas.wake import Approval, Arrival, Message, Pause, Resume, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
     ADD_SCHEDULE,
+    ARRIVED,
     CREATE_HOOK,
     DELETE_HOOK,
     DELIVER,
@@ -28,6 +29,7 @@ from services.contracts import (
     LATEST_SPEC,
     LIST_SCHEDULES,
     OFFERED,
+    PAUSE,
     PUBLISH,
     REMOVE_SCHEDULE,
     REVOKE_KEY,
@@ -59,20 +61,19 @@ class Upstream:
         await self._client.close()
 
     async def send_message(
-        self,
-        address: str,
-        text: str,
-        kind: str | None,
-        idempotency_key: str | None,
-        message_id: str = "",
-        *,
-        while_busy: WhileBusy | None = None,
+        self, address: str, message: Message, idempotency_key: str | None, *, arrived: bool
     ) -> str:
         """One-way: returns the invocation id as soon as Restate has the message; its
-        `turn_started` carries `message_id`."""
-        message = Message(text, kind=kind, id=message_id, while_busy=while_busy)
+        `turn_started` carries `message.id`. `arrived` also tells the agent's `arrived`
+        handler, for a message that interrupts or steers a turn running now."""
         envelope = WakeEnvelope(message)
-        return await _answer(self._client.send(WAKE, envelope, address, idempotency_key, QUICK))
+        send = self._client.send(WAKE, envelope, address, idempotency_key, QUICK)
+        invocation = await _answer(send)
+        if arrived:
+            key = f"arrived {invocation}"
+            told = self._client.send(ARRIVED, Arrival(message, invocation), address, key, QUICK)
+            await _answer(told)
+        return invocation
 
     async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:
         """One-way: Restate keeps the answer durably, even while the endpoint is down."""
@@ -83,6 +84,15 @@ class Upstream:
         """One-way to the shared `stop` handler, which runs beside a running wake and
         cancels it; a turn that waits is stopped by the wake it sends."""
         return await _answer(self._client.send(STOP, Empty(), address, idempotency_key, QUICK))
+
+    async def pause(self, address: str, pause: Pause, idempotency_key: str) -> str:
+        """One-way to the shared `pause` handler, which reaches a running turn at its next
+        round boundary and sends the `Pause` wake that holds the agent."""
+        return await _answer(self._client.send(PAUSE, pause, address, idempotency_key, QUICK))
+
+    async def resume(self, address: str, resume: Resume, idempotency_key: str) -> str:
+        send = self._client.send(WAKE, WakeEnvelope(resume), address, idempotency_key, QUICK)
+        return await _answer(send)
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         return await _answer(self._client.call(PUBLISH, spec, tenant))

@@ -68,7 +68,7 @@ async def take_delivery(ctx: restate.ObjectSharedContext, delivery: Delivery) ->
     digest = hashlib.sha256(f"{ctx.key()}\n{delivery.webhook_id}".encode()).hexdigest()[:24]
     text = render(hook.template, body)
     message = Message(text, kind=hook.kind, id=f"h{digest}", while_busy=hook.while_busy)
-    deliver(ctx, target(hook, ctx.key(), digest), message)
+    await deliver(ctx, target(hook, ctx.key(), digest), message)
     return Empty()
 
 

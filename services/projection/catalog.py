@@ -27,6 +27,7 @@ STATUS_BY_EVENT = {
     "approval_answered": "running",
     "approval_abandoned": "running",
     "turn_ended": "idle",
+    "agent_paused": "paused",
 }
 """Which events decide an agent's status; the newest of them wins."""
 

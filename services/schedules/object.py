@@ -95,7 +95,7 @@ async def fire(ctx: restate.ObjectContext, tick: Tick) -> Empty:
         done = msgspec.structs.replace(found, skipped=found.skipped + 1)
     else:
         lost = missed(found.spec.when, found.created, tick.planned, due)
-        _send_message(ctx, found, Fired(found.id, tick.planned, lost, now))
+        await _send_message(ctx, found, Fired(found.id, tick.planned, lost, now))
         done = msgspec.structs.replace(found, fired=found.fired + 1, last_fired=now)
     upcoming = next_fire(found.spec.when, found.created, due)
     done = msgspec.structs.replace(done, next_at=upcoming)
@@ -107,12 +107,12 @@ async def fire(ctx: restate.ObjectContext, tick: Tick) -> Empty:
     return Empty()
 
 
-def _send_message(ctx: restate.ObjectContext, schedule: Schedule, fired: Fired) -> None:
+async def _send_message(ctx: restate.ObjectContext, schedule: Schedule, fired: Fired) -> None:
     spec = schedule.spec
     message_id = f"{schedule.id}@{fired.planned.isoformat()}"
     policy = None if spec.while_busy == "skip" else spec.while_busy
     message = Message(spec.text, kind=spec.kind, id=message_id, schedule=fired, while_busy=policy)
-    deliver(ctx, ctx.key(), message)
+    await deliver(ctx, ctx.key(), message)
 
 
 async def _busy(ctx: restate.ObjectContext) -> bool:

@@ -78,6 +78,9 @@ class FakeIngress:
     """Each (tenant, kind)'s versions, as the Tenant object keeps them."""
     stops: list[tuple[str, str | None]] = field(default_factory=list)
     deliveries: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    told: list[tuple[str, str, dict[str, Any], str | None]] = field(default_factory=list)
+    """Sends to the agent's shared `arrived` and `pause` handlers: (address, handler, body,
+    idempotency key)."""
     down: bool = False
     keys: dict[str, list[ApiKey]] = field(default_factory=dict)
     arrivals: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
@@ -91,9 +94,12 @@ class FakeIngress:
             return httpx.Response(200, json={"services": []})
         if parts[0] == "Agent" and parts[2:] == ["wake", "send"]:
             return self._send(parts[1], request)
-        if parts[0] == "Agent" and parts[2:] == ["stop", "send"]:
-            self.stops.append((parts[1], request.headers.get("idempotency-key")))
-            return httpx.Response(200, json={"invocationId": f"inv_stop_{len(self.stops)}"})
+        if (
+            parts[0] == "Agent"
+            and parts[2] in ("stop", "arrived", "pause")
+            and parts[3:] == ["send"]
+        ):
+            return self._told(parts[1], parts[2], request)
         if parts[0] == "Tenant":
             return self._tenant(parts[1], parts[2], request.content)
         if parts[0] == "Hooks":
@@ -109,6 +115,15 @@ class FakeIngress:
         if handler == ["create"]:
             return httpx.Response(200, content=request.content)
         return httpx.Response(404, json={"message": "no such handler", "source": "ingress"})
+
+    def _told(self, address: str, handler: str, request: httpx.Request) -> httpx.Response:
+        """The shared handlers a one-way control goes to: `stop`, `arrived`, `pause`."""
+        if handler == "stop":
+            self.stops.append((address, request.headers.get("idempotency-key")))
+            return httpx.Response(200, json={"invocationId": f"inv_stop_{len(self.stops)}"})
+        body = msgspec.json.decode(request.content)
+        self.told.append((address, handler, body, request.headers.get("idempotency-key")))
+        return httpx.Response(200, json={"invocationId": f"inv_{handler}_{len(self.told)}"})
 
     def _send(self, address: str, request: httpx.Request) -> httpx.Response:
         body = msgspec.json.decode(request.content)

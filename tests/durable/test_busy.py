@@ -1,0 +1,150 @@
+"""A message that arrives while a turn runs (`while_busy`), and pause and resume, through
+a real restate-server with the scripted model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+import pytest
+
+from schemas.events import (
+    AgentPaused,
+    AgentResumed,
+    ChildReported,
+    Event,
+    MessageQueued,
+    MessageSteered,
+    ModelMessage,
+    ToolFinished,
+    TurnEnded,
+    TurnStarted,
+)
+from schemas.spec import AgentSpec
+from schemas.wake import Message, Pause, Resume
+from services.contracts import PAUSE
+from services.executor.scripted import script
+from tests.durable.conftest import LiveStack, eventually
+
+pytestmark = pytest.mark.durable
+
+SPEC = AgentSpec(
+    kind="busy", instructions="Follow the script.", model="script", tools=("calculator",)
+)
+CALCULATE = {"name": "calculator", "arguments": {"expression": "6*7"}}
+
+
+def of(stack: LiveStack, address: str, kind: type) -> list[Any]:
+    """The events of `kind` as UIs read them (each as soon as its step returned)."""
+    return [e.body for e in stack.shown(address) if isinstance(e.body, kind)]
+
+
+def turns(events: list[Event]) -> list[tuple[int, str]]:
+    return [(e.turn, e.body.outcome) for e in events if isinstance(e.body, TurnEnded)]
+
+
+def started(stack: LiveStack, address: str) -> None:
+    """The first turn's model step is under way (its first events are shown)."""
+    eventually(lambda: of(stack, address, TurnStarted) or None, 30, "the turn to start")
+
+
+def test_queue_runs_after_the_running_turn(stack: LiveStack, address: str) -> None:
+    slow = script({"sleep": 2, "reply": "slow one"})
+    stack.ingress.send_message(address, Message(slow, spec=SPEC))
+    started(stack, address)
+    queued = stack.ingress.send_message(address, Message("next", while_busy="queue"))
+    assert stack.ingress.attach(queued).reply == "You said: next"
+    events = stack.events(address)
+    assert turns(events) == [(1, "succeeded"), (2, "succeeded")]
+    assert [b.text for b in of(stack, address, TurnStarted)][1] == "next"
+
+
+def test_interrupt_stops_the_running_turn_within_seconds_and_runs_its_own(
+    stack: LiveStack, address: str
+) -> None:
+    slow = script({"sleep": 60, "reply": "never"})
+    stack.ingress.send_message(address, Message(slow, spec=SPEC))
+    started(stack, address)
+    began = time.monotonic()
+    sent = stack.ingress.send_message(address, Message("do this now", while_busy="interrupt"))
+    first = stack.wait_for_turn_end(address, 1, timeout=10)
+    assert first.outcome == "stopped"
+    assert time.monotonic() - began < 10
+    assert stack.ingress.attach(sent).reply == "You said: do this now"
+    assert turns(stack.events(address)) == [(1, "stopped"), (2, "succeeded")]
+
+
+def test_steer_shows_the_model_the_message_in_the_next_round_and_the_turn_ends_once(
+    stack: LiveStack, address: str
+) -> None:
+    text = script({"sleep": 2, "calls": [CALCULATE]}, {"reply": "never read"})
+    first = stack.ingress.send_message(address, Message(text, spec=SPEC))
+    started(stack, address)
+    steer = Message("also say hello", id="m-steer", while_busy="steer")
+    copy = stack.ingress.send_message(address, steer)
+
+    ended = stack.ingress.attach(first)
+    assert ended.reply == "You said: also say hello", "round 2 read the steered message"
+    assert stack.ingress.attach(copy).status.turn == 1, "the copy started no turn"
+    events = stack.events(address)
+    assert turns(events) == [(1, "succeeded")]
+    steered = [(e.turn, e.round, e.body) for e in events if isinstance(e.body, MessageSteered)]
+    assert steered == [(1, 1, MessageSteered("also say hello", "m-steer"))]
+    rounds = [e.round for e in events if isinstance(e.body, ModelMessage)]
+    assert rounds == [1, 2]
+
+
+def test_a_pause_holds_a_running_turn_after_its_round_and_resume_goes_on(
+    stack: LiveStack, address: str
+) -> None:
+    text = script({"sleep": 2, "calls": [CALCULATE]}, {"reply": "done: {results}"})
+    stack.ingress.send_message(address, Message(text, spec=SPEC))
+    started(stack, address)
+    stack.ingress.send(PAUSE, Pause(by="ops"), address)
+
+    eventually(lambda: of(stack, address, AgentPaused) or None, 30, "the pause to hold")
+    assert stack.ingress.status(address).state == "paused"
+    assert [f.content for f in of(stack, address, ToolFinished)] == ["42"], "round 1 finished"
+    assert len(of(stack, address, ModelMessage)) == 1, "round 2 did not start"
+
+    resumed = stack.ingress.wake(address, Resume(by="ops"))
+    assert resumed.reply == "done: 42"
+    assert turns(stack.events(address)) == [(1, "succeeded")]
+
+
+def spawn(task: str) -> dict[str, Any]:
+    return {"name": "spawn_agent", "arguments": {"task": task}}
+
+
+def test_a_paused_agent_keeps_a_message_and_a_child_report_through_a_sigkill_and_runs_them_in_order(
+    stack: LiveStack, address: str
+) -> None:
+    parent_spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    child = script({"sleep": 1, "reply": "child is done"})
+    parent = script(
+        {"calls": [spawn(child)]}, {"calls": [{"name": "wait"}]}, {"reply": "got: {results}"}
+    )
+    assert stack.ingress.message(address, parent, parent_spec).status.state == "waiting"
+    stack.ingress.send(PAUSE, Pause(by="ops"), address)
+    eventually(lambda: of(stack, address, AgentPaused) or None, 30, "the pause")
+    queued = stack.ingress.send_message(address, Message("after the pause", id="m-late"))
+    eventually(lambda: of(stack, address, MessageQueued) or None, 30, "the message, queued")
+    eventually(lambda: of(stack, address, ChildReported) or None, 30, "the child's report")
+
+    stack.restart_endpoint(kill=True)
+    status = stack.ingress.status(address)
+    assert (status.state, status.turn, status.queued) == ("paused", 1, 1)
+    assert turns(stack.events(address)) == [], "nothing ran while paused"
+
+    stack.ingress.send_wake(address, Resume(by="ops"))
+    assert stack.ingress.attach(queued).reply == ""  # it was queued: its wake ended nothing
+    second = stack.wait_for_turn_end(address, 2)
+    assert second.reply == "You said: after the pause"
+    events = stack.events(address)
+    assert turns(events) == [(1, "succeeded"), (2, "succeeded")]
+    endings = [e.body for e in events if isinstance(e.body, TurnEnded)]
+    assert "child is done" in endings[0].reply
+    kinds = [type(e.body).__name__ for e in events]
+    assert kinds.index("AgentResumed") < kinds.index("TurnEnded")
+    assert [type(b) for b in of(stack, address, AgentResumed)] == [AgentResumed]
