@@ -30,6 +30,7 @@ from schemas.events import ApprovalRequested, TurnParked
 from services.gateway import mcp_tasks
 from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError
+from services.gateway.mcp_listen import TaskListen
 from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
 from services.gateway.mcp_tasks import (
     EXTENSION,
@@ -74,7 +75,10 @@ class TeaspillServer(Server[Any]):
                 tools=types.TasksToolsCapability(call=types.TasksCallCapability())
             ),
         )
-        return found.model_copy(update={"tasks": tasks})
+        # `subscriptions/listen` is served for tasks only: the tool list is never said to
+        # change (the SDK derives that flag from the listen being served)
+        tools = types.ToolsCapability(list_changed=False) if found.tools else None
+        return found.model_copy(update={"tasks": tasks, "tools": tools})
 
 
 class Mcp:
@@ -92,6 +96,10 @@ class Mcp:
         self.server.middleware.append(self._task_call)
         self.tasks = TaskMethods(rt)
         self.tasks.register(self.server)
+        listen = TaskListen(self.tasks)
+        self.server.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, listen
+        )
         self.manager = self._manager()
         self._ran = False
 

@@ -7,6 +7,7 @@ SDK's own client, with a result claim that polls `tasks/get`."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from itertools import count
 from typing import Any, Literal
@@ -320,3 +321,57 @@ def test_an_approval_is_input_required_and_the_answered_call_resumes_the_turn(
     assert second.content == [types.TextContent(type="text", text="It is 42")]
     address = (second.structured_content or {})["agent"]
     assert len({e.turn for e in gw.timeline(address)}) == 1
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}},
+}
+
+
+def test_a_listen_stream_notifies_a_tasks_changes_and_ends_with_it(gw: GatewayStack) -> None:
+    task = create(gw, "calc", SLOW)
+    foreign = create_for(gw, made_key(gw.settings, gw.http, "gamma", "admin"))
+    params = {
+        "notifications": {"taskIds": [task["taskId"], foreign, "acme.nobody/m0"]},
+        "_meta": MODERN_META,
+    }
+    body = {"jsonrpc": "2.0", "id": 99, "method": "subscriptions/listen", "params": params}
+    headers = {
+        "Authorization": f"Bearer {gw.key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    with gw.http.stream("POST", "/mcp", json=body, headers=headers, timeout=120) as response:
+        assert response.status_code == 200
+        frames = [
+            json.loads(line.removeprefix("data:"))
+            for line in response.iter_lines()
+            if line.startswith("data:") and line.removeprefix("data:").strip()
+        ]
+    ack, *notes, end = frames
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"taskIds": [task["taskId"]]}
+    assert {note["method"] for note in notes} == {"notifications/tasks"}
+    assert {
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] for note in notes
+    } == {99}
+    statuses = [note["params"]["status"] for note in notes]
+    assert statuses[0] == "working"
+    assert statuses[-1] == "completed"
+    result = notes[-1]["params"]["result"]
+    assert result["content"] == [{"type": "text", "text": "slow and done"}]
+    assert end["id"] == 99
+    assert "result" in end
+
+
+def create_for(gw: GatewayStack, key: str) -> str:
+    """A task of another tenant: its own kind published, then called as a task."""
+    spec = {"kind": "other", "instructions": "Be brief.", "model": "script"}
+    auth = {"Authorization": f"Bearer {key}"}
+    published = gw.http.post("/v1/specs", json=spec, headers=auth)
+    assert published.status_code == 201, published.text
+    call = {"name": "other", "arguments": {"message": "hi"}, "task": {}}
+    return str(rpc(gw, "tools/call", call, key)["task"]["taskId"])
