@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import Any
 
+import anyio
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -32,6 +33,8 @@ from services.gateway.runtime import Runtime
 from services.gateway.turns import follow_turn
 
 MISSING_CAPABILITY = -32021
+CANCEL_PATIENCE = 30.0
+"""Seconds a 2025-11-25 `tasks/cancel` waits for the stopped turn to end."""
 
 
 class UpdateTaskParams(types.RequestParams):
@@ -118,7 +121,9 @@ class TaskMethods:
     async def _cancel(
         self, ctx: ServerRequestContext[Any], params: types.CancelTaskRequestParams
     ) -> dict[str, Any]:
-        """Cancelling is stopping the task's turn, as `POST /v1/agents/{address}/stop`."""
+        """Cancelling is stopping the task's turn, as `POST /v1/agents/{address}/stop`. On
+        2025-11-25 the answer is the task once its turn ended, or as it stands after
+        `CANCEL_PATIENCE` (the stop stays with Restate, and takes effect when it can)."""
         agent, message_id, view = await self._task(ctx, params.task_id, "write")
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if view.status in TERMINAL:
@@ -135,7 +140,8 @@ class TaskMethods:
         await self.rt.ingress.stop(agent.address, f"mcp cancel {view.task_id}")
         if modern:
             return {}
-        await turn_end(self.rt, agent, view.started.seq - 1, message_id, until_end=True)
+        with anyio.move_on_after(CANCEL_PATIENCE):
+            await turn_end(self.rt, agent, view.started.seq - 1, message_id, until_end=True)
         return mcp_tasks.legacy_task(await self.view(agent, message_id))
 
     async def _update(
