@@ -165,7 +165,10 @@ class Tasks(RequestHandler):
                 "message.taskId: a task is one turn and takes no further messages; send the "
                 "message with contextId (the agent's address) to continue the conversation"
             )
-        call = call_id(caller.tenant, kind, message.message_id or None)
+        # The key's id is part of it: two callers that number their messages alike (a
+        # messageId of "1") never share an agent or a message.
+        given = f"{caller.key_id} {message.message_id}" if message.message_id else None
+        call = call_id(caller.tenant, kind, given)
         address = message.context_id or new_agent(caller.tenant, "a2a", kind, call)
         return await send_to_kind(
             self.rt,

@@ -139,8 +139,8 @@ def view_of(address: str, message_id: str, story: Sequence[Event]) -> TaskView |
 
 class TurnStream:
     """One task as A2A stream events: the task as it stands when the stream begins, each
-    round's text as it is written (live text appended to the round's artifact, then
-    replaced by the recorded text), and a status update whenever the state changes."""
+    round's text as it is written (its live text appended to the round's artifact, the
+    recorded text completing it), and a status update whenever the state changes."""
 
     def __init__(self, address: str, message_id: str, story: Sequence[Event]) -> None:
         self.address = address
@@ -149,7 +149,8 @@ class TurnStream:
         self.view = view_of(address, message_id, story)
         self.events: list[Event] = []
         self._story = story
-        self._open: set[int] = set()
+        self._shown: dict[int, str] = {}
+        """Each open round's live text so far, as this stream sent it."""
         self._state = state(self.view) if self.view else TaskState.TASK_STATE_SUBMITTED
 
     def first(self) -> Task:
@@ -164,26 +165,39 @@ class TurnStream:
 
     def take(self, item: TurnItem) -> list[StreamEvent]:
         if isinstance(item, LiveDelta):
-            return [self._chunk(item.round, item.text, last=False)]
+            return [self._live(item.round, item.text)]
         if isinstance(item, Retraction):
-            self._open.discard(item.round)
+            self._shown.pop(item.round, None)
             return []
         self.events.append(item)
-        shown: list[StreamEvent] = []
-        if isinstance(item.body, ModelMessage) and (item.body.text or item.round in self._open):
-            shown.append(self._chunk(item.round, item.body.text, last=True))
+        sent: list[StreamEvent] = []
+        body = item.body
+        if isinstance(body, ModelMessage) and (body.text or item.round in self._shown):
+            sent.append(self._recorded(item.round, body.text))
         self.view = view_of(self.address, self.message_id, self.events)
         if self.view is not None and state(self.view) != self._state:
             self._state = state(self.view)
-            shown.append(self._status(self.view))
-        return shown
+            sent.append(self._status(self.view))
+        return sent
 
-    def _chunk(self, round_: int, text: str, *, last: bool) -> TaskArtifactUpdateEvent:
-        append = round_ in self._open and not last
-        if last:
-            self._open.discard(round_)
-        else:
-            self._open.add(round_)
+    def _live(self, round_: int, text: str) -> TaskArtifactUpdateEvent:
+        """A piece of the round's live text: the first starts the artifact, the rest
+        append to it (a retraction starts it again)."""
+        shown = self._shown.get(round_)
+        self._shown[round_] = (shown or "") + text
+        return self._chunk(round_, text, append=shown is not None, last=False)
+
+    def _recorded(self, round_: int, text: str) -> TaskArtifactUpdateEvent:
+        """The round's recorded text, the last chunk: what the live text did not show yet,
+        or all of it, replacing the live text, when that was not its beginning."""
+        shown = self._shown.pop(round_, None)
+        if shown is not None and text.startswith(shown):
+            return self._chunk(round_, text[len(shown) :], append=True, last=True)
+        return self._chunk(round_, text, append=False, last=True)
+
+    def _chunk(
+        self, round_: int, text: str, *, append: bool, last: bool
+    ) -> TaskArtifactUpdateEvent:
         return TaskArtifactUpdateEvent(
             task_id=self.task_id,
             context_id=self.address,

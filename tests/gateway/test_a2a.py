@@ -195,7 +195,7 @@ def test_a_stream_gives_the_text_as_it_is_written_before_the_final_status(
     assert [(c.artifact.parts[0].text, c.append, c.last_chunk) for c in chunks] == [
         ("It ", False, False),
         ("is", True, False),
-        ("It is 42", False, True),
+        (" 42", True, True),
     ]
     assert kinds[-1] == "status_update"
     assert seen[-1].status_update.status.state == COMPLETED
