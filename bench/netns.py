@@ -21,15 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PORT = 8080
-OUTER_ADDRESSES = ("10.77.0.1/24", "169.254.169.1/16")
-TARGETS = ("10.77.0.2", "10.77.0.3", "169.254.169.254")
+OUTER_ADDRESSES = ("10.77.0.1/24", "169.254.169.1/16", "2001:db8:77::1/64", "fd77::1/64")
+TARGETS = ("10.77.0.2", "10.77.0.3", "169.254.169.254", "2001:db8:77::3", "fd77::3")
+"""Private, link-local, and two IPv6 targets: one in the documentation range (routed as a
+public address would be: the sandbox's firewall does not block it) and one unique local."""
+PREFIXES = {"10.": 24, "169.": 16, "2001:": 64, "fd77:": 64}
 SERVER = f"""
 import socket
-listener = socket.create_server(("0.0.0.0", {PORT}))
+listener = socket.create_server(("::", {PORT}), family=socket.AF_INET6, dualstack_ipv6=True)
 print("ready", flush=True)
 while True:
     connection, _ = listener.accept()
-    connection.sendall(b"hello from " + connection.getsockname()[0].encode())
+    here = connection.getsockname()[0].removeprefix("::ffff:")
+    connection.sendall(b"hello from " + here.encode())
     connection.close()
 """
 PROBE = f"""
@@ -66,6 +70,11 @@ def _ip(*argv: str) -> None:
     subprocess.run(["ip", *argv], check=True, capture_output=True, timeout=30)
 
 
+def _nodad(address: str) -> tuple[str, ...]:
+    """An IPv6 address usable at once, without waiting out duplicate address detection."""
+    return ("nodad",) if ":" in address else ()
+
+
 @contextlib.contextmanager
 def own_network(tag: str) -> Iterator[Network]:
     """The two namespaces and the target's server; removed on the way out."""
@@ -90,17 +99,10 @@ def own_network(tag: str) -> Iterator[Network]:
             target,
         )
         for address in OUTER_ADDRESSES:
-            _ip("-n", outer, "addr", "add", address, "dev", near)
+            _ip("-n", outer, "addr", "add", address, "dev", near, *_nodad(address))
         for address in TARGETS:
-            _ip(
-                "-n",
-                target,
-                "addr",
-                "add",
-                f"{address}/{16 if address.startswith('169') else 24}",
-                "dev",
-                far,
-            )
+            prefix = next(n for start, n in PREFIXES.items() if address.startswith(start))
+            _ip("-n", target, "addr", "add", f"{address}/{prefix}", "dev", far, *_nodad(address))
         for namespace, link in ((outer, near), (target, far)):
             _ip("-n", namespace, "link", "set", link, "up")
             _ip("-n", namespace, "link", "set", "lo", "up")

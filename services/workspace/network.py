@@ -4,7 +4,9 @@ bwrap gives the sandbox a network namespace of its own (`--unshare-net`) and wai
 (`--block-fd`) before it runs the command. Meanwhile, from outside, the firewall is set
 in that namespace (`nft`, run in it with `nsenter` as root: the command, without
 capabilities, cannot change it), then `slirp4netns` attaches a user-mode network stack
-with the host's loopback disabled; only then does the command start. Outbound packets to
+with the host's loopback disabled and IPv6 on, and `ip` sets its IPv6 address and route
+(at once, where slirp4netns' router advertisement would take seconds); only then does the
+command start. Outbound packets to
 loopback, link-local and private ranges are rejected in the namespace before they reach
 slirp4netns, except to the operator's allow-list; DNS goes to slirp4netns' own resolver.
 """
@@ -25,6 +27,11 @@ BLOCKED_V4 = (
     "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/3",
 )  # fmt: skip
 BLOCKED_V6 = ("::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10", "ff00::/8")
+NEIGHBOUR_DISCOVERY = ("nd-router-solicit", "nd-neighbor-solicit", "nd-neighbor-advert")
+IPV6_ADDRESS = "fd00::100/64"
+IPV6_GATEWAY = "fd00::2"
+"""slirp4netns' IPv6 network (with --enable-ipv6); its gateway is in fc00::/7, which the
+firewall blocks as a destination, not as the next hop of a public one."""
 RESOLVER = "10.0.2.3"
 """slirp4netns' DNS forwarder, inside the 10.0.2.0/24 it configures."""
 RESOLV_CONF = f"nameserver {RESOLVER}\n"
@@ -41,6 +48,8 @@ def ruleset(allowed: tuple[Allowed, ...]) -> str:
     lines = [
         'oifname "lo" accept',
         f"ip daddr {RESOLVER} meta l4proto {{ tcp, udp }} th dport 53 accept",
+        # Neighbour discovery finds slirp4netns' IPv6 gateway (multicast, link-local).
+        f"icmpv6 type {{ {', '.join(NEIGHBOUR_DISCOVERY)} }} accept",
     ]
     for rule in allowed:
         family = "ip" if rule.network.version == 4 else "ip6"
@@ -59,9 +68,9 @@ def ruleset(allowed: tuple[Allowed, ...]) -> str:
     )
 
 
-def programs() -> tuple[str, str, str]:
-    """nsenter, nft and slirp4netns; a sentence naming what is missing otherwise."""
-    names = ("nsenter", "nft", "slirp4netns")
+def programs() -> tuple[str, str, str, str]:
+    """nsenter, nft, slirp4netns and ip; a sentence naming what is missing otherwise."""
+    names = ("nsenter", "nft", "slirp4netns", "ip")
     found = [shutil.which(name) for name in names]
     missing = [name for name, path in zip(names, found, strict=True) if not path]
     if missing:
@@ -69,10 +78,10 @@ def programs() -> tuple[str, str, str]:
             f"Commands with network cannot run: {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not installed, and "
             "a sandbox never gets the network without its own firewalled namespace. Install "
-            "them (Debian: apt-get install util-linux nftables slirp4netns)."
+            "them (Debian: apt-get install util-linux nftables slirp4netns iproute2)."
         )
-    nsenter, nft, slirp = (str(path) for path in found)
-    return nsenter, nft, slirp
+    nsenter, nft, slirp, ip = (str(path) for path in found)
+    return nsenter, nft, slirp, ip
 
 
 class Attached:
@@ -97,17 +106,36 @@ class Attached:
 
 async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
     """Firewall the network namespace of `pid`, then give it slirp4netns."""
-    nsenter, nft, slirp = programs()
+    nsenter, nft, slirp, ip = programs()
     await asyncio.to_thread(_loopback_up, pid, time.monotonic() + SETUP_SECONDS)
+    inside = (nsenter, f"--net=/proc/{pid}/ns/net")
+    await _in_namespace((*inside, nft, "-f", "-"), ruleset(allowed), "its firewall")
+    attached = await _slirp(slirp, pid)
+    try:
+        await _in_namespace((*inside, ip, "-6", "-batch", "-"), IPV6_SETUP, "its IPv6 address")
+    except (NetworkUnavailableError, TimeoutError):
+        await attached.close()
+        raise
+    return attached
+
+
+IPV6_SETUP = (
+    f"addr replace {IPV6_ADDRESS} dev tap0 nodad\n"
+    f"route replace default via {IPV6_GATEWAY} dev tap0\n"
+)
+"""slirp4netns' IPv6 network, set at once: its router advertisement and duplicate address
+detection would leave a command without IPv6 for its first seconds."""
+
+
+async def _in_namespace(argv: tuple[str, ...], script: str, what: str) -> None:
+    """Run `argv` (nft or ip, in the sandbox's namespace) on `script`; a sentence naming
+    `what` could not be set when it fails."""
     setup = await asyncio.create_subprocess_exec(
-        nsenter, f"--net=/proc/{pid}/ns/net", nft, "-f", "-",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
-        said, _ = await asyncio.wait_for(
-            setup.communicate(ruleset(allowed).encode()), SETUP_SECONDS
-        )
+        said, _ = await asyncio.wait_for(setup.communicate(script.encode()), SETUP_SECONDS)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             setup.kill()
@@ -115,14 +143,17 @@ async def attach(pid: int, allowed: tuple[Allowed, ...]) -> Attached:
         raise
     if setup.returncode != 0:
         raise NetworkUnavailableError(
-            "Commands with network cannot run: the sandbox's firewall could not be set "
-            f"({said.decode(errors='replace').strip()[:300] or 'nft failed'})."
+            f"Commands with network cannot run: the sandbox's {what} could not be set "
+            f"({said.decode(errors='replace').strip()[:300] or 'no reason given'})."
         )
+
+
+async def _slirp(slirp: str, pid: int) -> Attached:
     read_ready, write_ready = os.pipe()
     read_exit, write_exit = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
-            slirp, "--configure", "--disable-host-loopback", "--mtu=65520",
+            slirp, "--configure", "--disable-host-loopback", "--mtu=65520", "--enable-ipv6",
             f"--ready-fd={write_ready}", f"--exit-fd={read_exit}", str(pid), "tap0",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
             pass_fds=(write_ready, read_exit),

@@ -38,13 +38,16 @@ def test_private_and_link_local_addresses_are_unreachable_but_the_allowed_one(
         "10.77.0.2": "Connection refused",
         "10.77.0.3": "hello from 10.77.0.3",
         "169.254.169.254": "Connection refused",
+        "2001:db8:77::3": "hello from 2001:db8:77::3",  # as a public IPv6 address
+        "fd77::3": "Connection refused",
     }
 
 
 def test_the_refused_targets_are_there_when_the_operator_allows_them(network: Network) -> None:
-    found = probe(network, "10.77.0.2/32", "169.254.169.254:8080")
+    found = probe(network, "10.77.0.2/32", "169.254.169.254:8080", "[fd77::3]:8080")
     assert found["10.77.0.2"] == "hello from 10.77.0.2"
     assert found["169.254.169.254"] == "hello from 169.254.169.254"
+    assert found["fd77::3"] == "hello from fd77::3"
     assert found["10.77.0.3"] == "Connection refused"
 
 

@@ -165,7 +165,7 @@ def test_network_without_its_programs_is_refused_with_a_sentence(
     workspace = open_workspace(tmp_path / "home", "acme.box", 2**20)
     mounts = Mounts(workspace.root, workspace.uid, network=True)
     with pytest.raises(
-        SandboxUnavailableError, match="nsenter, nft, slirp4netns are not installed"
+        SandboxUnavailableError, match="nsenter, nft, slirp4netns, ip are not installed"
     ):
         asyncio.run(
             run_sandboxed(
