@@ -107,11 +107,15 @@ def test_tasks_result_waits_for_the_turn_to_end(gw: GatewayStack) -> None:
     assert rpc(gw, "tasks/get", {"taskId": task["taskId"]})["status"] == "completed"
 
 
-def test_a_task_in_flight_survives_a_sigkill_of_the_endpoint(gw: GatewayStack) -> None:
+def test_a_task_in_flight_survives_a_sigkill_of_the_endpoint_and_the_gateway(
+    gw: GatewayStack,
+) -> None:
     task = create(gw, "calc", SLOW)
     assert rpc(gw, "tasks/get", {"taskId": task["taskId"]})["status"] == "working"
     gw.endpoint.kill()
     gw.endpoint.start()
+    gw.gateway.kill()
+    gw.gateway.start()
     poll(gw, task["taskId"], "completed")
     result = rpc(gw, "tasks/result", {"taskId": task["taskId"]})
     assert result["content"] == [{"type": "text", "text": "slow and done"}]
