@@ -25,6 +25,21 @@ class HookSpec(msgspec.Struct, frozen=True):
     created: datetime | None = None
 
 
+class HookEntry(msgspec.Struct, frozen=True):
+    id: str
+    hook: HookSpec
+
+
+class TenantHookList(msgspec.Struct, frozen=True):
+    """A tenant's hooks, oldest first (the `TenantHooks` object's state and answer)."""
+
+    hooks: tuple[HookEntry, ...] = ()
+
+
+class HookRef(msgspec.Struct, frozen=True):
+    id: str
+
+
 class HookAnswer(msgspec.Struct, frozen=True):
     hook: HookSpec | None = None
 

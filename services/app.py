@@ -24,6 +24,7 @@ from services.executor.registry import default_models
 from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.hooks.object import hooks
+from services.hooks.tenant import tenant_hooks
 from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
@@ -73,6 +74,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         offer_specs(offer),
         schedules,
         hooks,
+        tenant_hooks,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.insert(0, projection.close)

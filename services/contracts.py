@@ -22,7 +22,7 @@ from schemas.events import (
     TimelineQuery,
     WakeResult,
 )
-from schemas.hook import Delivery, HookAnswer, HookSpec
+from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
@@ -75,7 +75,7 @@ class Handler(Generic[In, Out]):
 
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
-SCHEDULES, HOOKS = "Schedules", "Hooks"
+SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
@@ -98,6 +98,10 @@ CREATE_HOOK = Handler(HOOKS, "create", HookSpec, HookSpec)
 DELETE_HOOK = Handler(HOOKS, "delete", Empty, HookSpec)
 GET_HOOK = Handler(HOOKS, "get", Empty, HookAnswer)
 DELIVER = Handler(HOOKS, "deliver", Delivery, Empty)
+LIST_HOOKS = Handler(TENANT_HOOKS, "list", Empty, TenantHookList)
+"""Keyed by the tenant, like every `TenantHooks` handler."""
+INDEX_HOOK = Handler(TENANT_HOOKS, "add", HookEntry, Empty)
+UNINDEX_HOOK = Handler(TENANT_HOOKS, "remove", HookRef, Empty)
 
 PUBLISH = Handler(TENANT, "publish", AgentSpec, PublishedSpec)
 LATEST_SPEC = Handler(TENANT, "spec", SpecQuery, SpecAnswer)

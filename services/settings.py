@@ -123,6 +123,7 @@ class Settings(BaseSettings):
         "empty: `hooks/signing.key` in the home, made on first use. Gateways that serve "
         "the same hooks need the same file.",
     )
+    tenant_hooks: int = Field(default=100, ge=1, description="Webhooks one tenant may have.")
     hook_max_bytes: int = Field(
         default=32768,
         ge=1024,

@@ -41,7 +41,14 @@ class SigningKey:
 
     def secret_for(self, hook_id: str) -> str:
         if self._key is None:
-            self._key = signing_key(self.path)
+            try:
+                self._key = signing_key(self.path)
+            except (OSError, ValueError) as error:
+                raise ApiError(
+                    503,
+                    "the gateway's webhook signing key (TEASPILL_HOOK_KEY_FILE) cannot be read "
+                    "or made: its operator has to fix or remove the file",
+                ) from error
         return secret_for(self._key, hook_id)
 
 
@@ -57,7 +64,10 @@ def signing_key(path: Path) -> bytes:
         with contextlib.suppress(FileExistsError):
             os.link(made, path)
         made.unlink()
-    return base64.b64decode(path.read_text().strip())
+    key = base64.b64decode(path.read_text().strip(), validate=True)
+    if len(key) < 32:
+        raise ValueError("the signing key is shorter than 32 bytes")
+    return key
 
 
 def secret_for(key: bytes, hook_id: str) -> str:

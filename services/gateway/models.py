@@ -252,6 +252,10 @@ class HookOut(Strict):
     created: str | None
 
 
+class HooksOut(Strict):
+    hooks: list[HookOut] = Field(description="The tenant's hooks, oldest first.")
+
+
 class HookCreated(HookOut):
     secret: str = Field(
         description="The signing secret (`whsec_...`), shown this once: the sender signs "

@@ -21,7 +21,7 @@ from schemas.hook import Delivery, HookSpec
 from services.gateway import hooks, service
 from services.gateway.auth import Principal, own, require
 from services.gateway.errors import ApiError, needs_kind
-from services.gateway.models import DeliveryAccepted, HookCreated, HookIn, HookOut
+from services.gateway.models import DeliveryAccepted, HookCreated, HookIn, HookOut, HooksOut
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
 from services.hooks.template import TemplateError, check
@@ -33,7 +33,7 @@ HookId = Annotated[
 ]
 
 
-@router.post("/v1/hooks", status_code=201, responses=errors(400, 401, 403, 404, 413, 422, 503))
+@router.post("/v1/hooks", status_code=201, responses=errors(400, 401, 403, 404, 413, 422, 429, 503))
 async def create_hook(
     body: HookIn,
     request: Request,
@@ -52,6 +52,15 @@ async def create_hook(
     made = await rt.ingress.create_hook(hook_id, spec)
     secret = rt.hook_key.secret_for(hook_id)
     return HookCreated(**_out(request, hook_id, made).model_dump(), secret=secret)
+
+
+@router.get("/v1/hooks", responses=errors(401, 403, 503))
+async def list_hooks(
+    request: Request, caller: Annotated[Principal, Depends(require("admin"))], rt: Rt
+) -> HooksOut:
+    """The tenant's hooks, without their secrets."""
+    listed = await rt.ingress.hooks(caller.tenant)
+    return HooksOut(hooks=[_out(request, entry.id, entry.hook) for entry in listed.hooks])
 
 
 @router.get("/v1/hooks/{hook_id}", responses=errors(400, 401, 403, 404, 422, 503))
@@ -91,6 +100,7 @@ async def deliver(hook_id: HookId, request: Request, rt: Rt) -> DeliveryAccepted
     secret = rt.hook_key.secret_for(hook_id)
     webhook_id = hooks.verify(secret, body, request.headers)
     rt.hook_rates.take(hook_id)
+    await rt.quotas.tokens(hook_id.split(".", 1)[0])
     try:
         msgspec.json.decode(body)
     except (msgspec.DecodeError, RecursionError) as error:

@@ -12,7 +12,7 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from schemas.hook import Delivery, HookSpec
+from schemas.hook import Delivery, HookSpec, TenantHookList
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -27,6 +27,7 @@ from services.contracts import (
     GET_HOOK,
     KEYS,
     LATEST_SPEC,
+    LIST_HOOKS,
     LIST_SCHEDULES,
     OFFERED,
     PAUSE,
@@ -130,6 +131,9 @@ class Upstream:
     async def hook(self, hook_id: str) -> HookSpec | None:
         answer = self._client.call(GET_HOOK, Empty(), hook_id, patience=QUICK)
         return (await _answer(answer)).hook
+
+    async def hooks(self, tenant: str) -> TenantHookList:
+        return await _answer(self._client.call(LIST_HOOKS, Empty(), tenant, patience=QUICK))
 
     async def delete_hook(self, hook_id: str) -> HookSpec:
         return await _answer(self._client.call(DELETE_HOOK, Empty(), hook_id))

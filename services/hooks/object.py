@@ -16,10 +16,19 @@ from typing import Any
 import msgspec
 import restate
 
-from schemas.hook import Delivery, HookAnswer, HookSpec
+from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec
 from schemas.wake import Message
-from services.contracts import CREATE_HOOK, DELETE_HOOK, DELIVER, GET_HOOK, HOOKS, Empty
-from services.durable import deliver
+from services.contracts import (
+    CREATE_HOOK,
+    DELETE_HOOK,
+    DELIVER,
+    GET_HOOK,
+    HOOKS,
+    INDEX_HOOK,
+    UNINDEX_HOOK,
+    Empty,
+)
+from services.durable import call, deliver
 from services.hooks.template import render
 
 STATE = "hook"
@@ -38,6 +47,7 @@ hooks = restate.VirtualObject(
 async def create(ctx: restate.ObjectContext, spec: HookSpec) -> HookSpec:
     if await ctx.get(STATE, type_hint=HookSpec) is not None:
         raise restate.TerminalError(f"There is a hook {ctx.key()} already.", 409)
+    await call(ctx, INDEX_HOOK, HookEntry(ctx.key(), spec), key=spec.tenant)
     ctx.set(STATE, spec)
     return spec
 
@@ -49,6 +59,7 @@ async def delete(ctx: restate.ObjectContext) -> HookSpec:
     if hook is None:
         raise restate.TerminalError(f"There is no hook {ctx.key()}.", 404)
     ctx.clear(STATE)
+    await call(ctx, UNINDEX_HOOK, HookRef(ctx.key()), key=hook.tenant)
     return hook
 
 

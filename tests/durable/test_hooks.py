@@ -155,6 +155,22 @@ def test_a_delivery_while_the_endpoint_is_down_is_held_and_runs_after(
     assert len(turns_of(gw, agent, "Deploy 1.2.3 finished.")) == 1
 
 
+def test_a_tenants_hooks_are_listed_without_secrets_until_removed(
+    gw: GatewayStack, agent: str
+) -> None:
+    made = make_hook(gw, address=agent, template="listed {{ . }}")
+    listed = gw.http.get("/v1/hooks", headers=gw.auth)
+    assert listed.status_code == 200, listed.text
+    shown = {h["id"]: h for h in listed.json()["hooks"]}
+    assert shown[made["id"]]["template"] == "listed {{ . }}"
+    assert "secret" not in shown[made["id"]]
+    removed = gw.http.delete(f"/v1/hooks/{made['id']}", headers=gw.auth)
+    assert removed.status_code == 200, removed.text
+    after = gw.http.get("/v1/hooks", headers=gw.auth).json()["hooks"]
+    assert made["id"] not in {h["id"] for h in after}
+    assert gw.http.get(f"/v1/hooks/{made['id']}", headers=gw.auth).status_code == 404
+
+
 def test_a_hook_for_a_kind_starts_a_new_agent_per_delivery(gw: GatewayStack) -> None:
     hook = make_hook(gw, kind="calc", template="New ticket: {{ ticket.title }}")
     response = deliver(gw, hook, "ticket-41", {"ticket": {"title": "Printer on fire"}})

@@ -77,6 +77,7 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/agents/{address}/schedules"),
         ("DELETE", "/v1/agents/{address}/schedules/{schedule_id}"),
         ("POST", "/v1/hooks"),
+        ("GET", "/v1/hooks"),
         ("GET", "/v1/hooks/{hook_id}"),
         ("DELETE", "/v1/hooks/{hook_id}"),
         ("POST", "/hooks/{hook_id}"),

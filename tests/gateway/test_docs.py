@@ -32,6 +32,7 @@ from services.gateway.models import (
     HookCreated,
     HookIn,
     HookOut,
+    HooksOut,
     KeyCreated,
     KeyIn,
     KeyOut,
@@ -94,6 +95,7 @@ def decode(example: dict[str, Any]) -> object:
         ("published_at", PublishedSpec),
         ("secret", HookCreated),
         ("url", HookOut),
+        ("hooks", HooksOut),
         ("template", HookIn),
         ("next_at", Schedule),
         ("schedules", ScheduleList),
@@ -125,7 +127,7 @@ def test_the_examples_cover_the_answers() -> None:
     assert {"ApprovalIn", "ApprovalAccepted", "StopAccepted"} <= decoded
     assert {"MeOut", "KeysOut", "KeyIn", "KeyCreated", "RunAgentInput"} <= decoded
     assert {"ScheduleIn", "Schedule", "ScheduleList"} <= decoded
-    assert {"HookIn", "HookCreated", "HookOut", "DeliveryAccepted"} <= decoded
+    assert {"HookIn", "HookCreated", "HookOut", "HooksOut", "DeliveryAccepted"} <= decoded
 
 
 REQUESTS = (

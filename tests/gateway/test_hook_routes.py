@@ -12,6 +12,8 @@ import msgspec
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from schemas.events import Event, ModelMessage
+from schemas.model import Usage
 from tests.gateway.conftest import World, make_world, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -138,3 +140,19 @@ async def test_a_hook_delivering_past_its_rate_is_429_with_retry_after(tmp_path:
         assert [a.status_code for a in answers] == [202, 202, 429]
         assert answers[2].headers["Retry-After"] == "2"
         assert f"Hook {hook['id']} sent more than" in answers[2].json()["error"]["message"]
+
+
+async def test_a_delivery_once_the_tenants_tokens_are_used_is_429_to_retry_tomorrow(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path).model_copy(update={"tenant_daily_tokens": 100})
+    async with make_world(tmp_path, settings) as world:
+        hook = await make_hook(world)
+        used = ModelMessage("script", "busy day", usage=Usage(150, 5, 0))
+        await world.record([Event("acme.alpha", 13, 3, 1, now(), used)])
+        body = msgspec.json.encode({"id": 1})
+        headers = signed(hook["secret"], "m1", body)
+        response = await world.client.post(f"/hooks/{hook['id']}", content=body, headers=headers)
+        assert response.status_code == 429, response.text
+        assert int(response.headers["Retry-After"]) >= 1
+        assert world.ingress.deliveries == []
