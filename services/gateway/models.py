@@ -88,6 +88,11 @@ class AgentOut(Strict):
     last_seq: int
     last_outcome: str | None
     last_activity: str = Field(description="When its newest event was recorded (ISO 8601).")
+    queued: int = Field(
+        default=0,
+        description="Messages the agent holds queued (behind a turn that waits, or while "
+        "paused); one waiting behind a running turn is counted once that turn's wake ends.",
+    )
 
 
 class AgentPage(Strict):

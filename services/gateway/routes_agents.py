@@ -55,7 +55,8 @@ async def get_agent(agent: Annotated[Owned, Depends(owned("read"))], rt: Rt) -> 
     row = await rt.projection.read(lambda store: store.agent(agent.address))
     if row is None:
         raise unknown_agent(agent.address)
-    return agent_out(row)
+    queued = await rt.projection.read(lambda store: store.queued([agent.address]))
+    return agent_out(row, queued)
 
 
 @router.get("/v1/agents", responses=errors(401, 422, 503))
@@ -78,10 +79,12 @@ async def list_agents(
     )
     page = rows[:limit]
     more = len(rows) > limit
-    return AgentPage(agents=[agent_out(r) for r in page], next=page[-1].address if more else None)
+    queued = await rt.projection.read(lambda store: store.queued([r.address for r in page]))
+    listed = [agent_out(r, queued) for r in page]
+    return AgentPage(agents=listed, next=page[-1].address if more else None)
 
 
-def agent_out(row: AgentRow) -> AgentOut:
+def agent_out(row: AgentRow, queued: dict[str, int]) -> AgentOut:
     return AgentOut(
         address=row.address,
         kind=row.kind,
@@ -91,4 +94,5 @@ def agent_out(row: AgentRow) -> AgentOut:
         last_seq=row.last_seq,
         last_outcome=row.last_outcome,
         last_activity=row.last_activity,
+        queued=queued.get(row.address, 0),
     )

@@ -32,6 +32,8 @@ from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.migrations import MIGRATIONS
 
+QUEUE_WINDOW = 2000
+"""The newest events of an agent its queue is counted over (`queued`)."""
 _AGENT = "address, tenant, kind, spec_version, status, turn, last_seq, last_outcome, last_activity"
 _UPSERT_AGENT = """
 insert into agents (address, tenant, kind, spec_version, started_seq, status, status_seq,
@@ -272,6 +274,25 @@ class ProjectionStore:
             )
             rows += [(row[0], row[1]) for row in story]
         return [msgspec.json.decode(raw, type=Event) for _, raw in sorted(rows)]
+
+    async def queued(self, agents: Sequence[str]) -> dict[str, int]:
+        """How many messages each agent holds queued: `message_queued` events among its
+        newest `QUEUE_WINDOW` whose message has not started a turn since (agents with none
+        are left out). A message waiting behind a running wake is in Restate's queue for
+        the agent, not on its timeline, until that wake ends."""
+        if not agents:
+            return {}
+        marks = ", ".join("?" * len(agents))
+        rows = await self._db.execute_fetchall(
+            "select q.agent, count(*) from events q where q.type = 'message_queued'"  # noqa: S608 - placeholders
+            f" and q.agent in ({marks}) and q.seq > (select max(seq) from events a"
+            " where a.agent = q.agent) - ? and not exists (select 1 from events t"
+            " where t.agent = q.agent and t.seq > q.seq and t.type = 'turn_started'"
+            " and json_extract(cast(t.event as text), '$.body.message_id')"
+            " = json_extract(cast(q.event as text), '$.body.message_id')) group by q.agent",
+            (*agents, QUEUE_WINDOW),
+        )
+        return {str(agent): int(count) for agent, count in rows}
 
     async def agent(self, address: str) -> AgentRow | None:
         row = await self._one_or_none(f"select {_AGENT} from agents where address = ?", address)  # noqa: S608

@@ -73,6 +73,8 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/agents/{address}/artifacts/{sha256}"),
         ("POST", "/v1/agents/{address}/approvals/{request_id}"),
         ("POST", "/v1/agents/{address}/stop"),
+        ("POST", "/v1/agents/{address}/pause"),
+        ("POST", "/v1/agents/{address}/resume"),
         ("POST", "/v1/agents/{address}/schedules"),
         ("GET", "/v1/agents/{address}/schedules"),
         ("DELETE", "/v1/agents/{address}/schedules/{schedule_id}"),

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from schemas.events import AgentPaused, Event, EventBody, TurnStarted
+from schemas.events import AgentPaused, Event, EventBody, MessageQueued, TurnStarted
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec
 from tests.gateway.conftest import T0, World
@@ -109,3 +109,18 @@ async def test_pause_and_resume_are_one_way_and_need_a_write_key(world: World) -
     assert refused.status_code == 403
     unknown = await world.client.post("/v1/agents/acme.nobody/pause", headers=world.auth("write"))
     assert unknown.status_code == 404
+
+
+async def test_the_agent_row_counts_the_messages_it_holds_queued(world: World) -> None:
+    await busy(world, MessageQueued("a", "ma"), MessageQueued("b", "mb"))
+
+    async def queued() -> tuple[int, int]:
+        one = await world.client.get("/v1/agents/acme.alpha", headers=world.auth("read"))
+        listed = await world.client.get("/v1/agents", headers=world.auth("read"))
+        row = next(a for a in listed.json()["agents"] if a["address"] == "acme.alpha")
+        return one.json()["queued"], row["queued"]
+
+    assert await queued() == (2, 2)
+    started = TurnStarted("a", "helper", 1, message_id="ma")
+    await world.record([Event("acme.alpha", 16, 4, 0, T0 + timedelta(seconds=16), started)])
+    assert await queued() == (1, 1)

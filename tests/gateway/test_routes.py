@@ -107,6 +107,7 @@ async def test_an_agent_row(world: World) -> None:
         "last_seq": 12,
         "last_outcome": "succeeded",
         "last_activity": (T0.replace(second=12)).isoformat(),
+        "queued": 0,
     }
 
 

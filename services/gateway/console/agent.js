@@ -7,7 +7,7 @@ import { agentHref, eventBody, h, kindSelect } from "./render.js";
 import { TimelineView } from "./timeline.js";
 
 const PAGE = 200;
-const IN_A_TURN = ["running", "waiting", "parked"];
+const IN_A_TURN = ["running", "waiting", "parked", "paused"];
 
 export class AgentPage {
   constructor(api, me, address, seq, showError, kind = "") {
@@ -205,7 +205,8 @@ export class AgentPage {
 
   showRow(row) {
     this.showStatus(row.status);
-    this.metaNode.textContent = `${row.kind} v${row.spec_version} · turn ${row.turn} · ${row.last_seq} events`;
+    const queued = row.queued ? ` · ${row.queued} queued` : "";
+    this.metaNode.textContent = `${row.kind} v${row.spec_version} · turn ${row.turn} · ${row.last_seq} events${queued}`;
   }
 
   // Stop shows only while a turn is under way.
