@@ -5,14 +5,15 @@ agent-to-agent protocol, served through the `a2a-sdk`'s JSON-RPC transport.
 - `GET /a2a/{kind}/.well-known/agent-card.json`: the kind's card, whose security scheme
   is the gateway's API keys;
 - `POST /a2a/{kind}`: JSON-RPC, with A2A 1.0's method names and v0.3's (`message/send`,
-  `message/stream`, `tasks/get`, `tasks/cancel`).
+  `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`).
 
 The key is checked by the gateway's own middleware before any of this is read (401), and
 the tenant and scope of every address and task by `auth.own`, as on every route. A message
 goes through the same pieces as an MCP call (`turns`): sent to the agent its `contextId`
 names or to a new agent of the kind, then the turn it started is followed on the
-timeline. A task is that turn (`a2a_tasks`): its id names the agent and the turn, so a
-task is read from the projection by any gateway process, and cancelling it is a stop.
+timeline. A task is that turn, the same task as the MCP server's (`a2a_tasks`): its id
+names the agent and the message, so any gateway process reads it from the projection, and
+cancelling it is a stop.
 """
 
 from __future__ import annotations
