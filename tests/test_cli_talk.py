@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import cast
 
-from schemas.events import Event, EventBody, TurnEnded, TurnStarted
-from services.cli.talk import watch
+import pytest
+
+from schemas.events import Event, EventBody, MessageRejected, MessageSteered, TurnEnded, TurnStarted
+from services.cli.talk import _outcome, watch
 from services.client import Accepted, Client
 
 ADDRESS = "acme.helper"
@@ -47,3 +49,24 @@ def test_without_an_id_the_turn_is_found_by_its_text() -> None:
     sent = Accepted(ADDRESS, after_seq=3, events_url="")
     last = watch(cast(Client, TWO_EQUAL_MESSAGES), ADDRESS, sent, "hello", show=False)
     assert last.body == TurnEnded("succeeded", reply="not yours")
+
+
+def test_a_steered_message_is_followed_in_the_turn_it_joined() -> None:
+    joined = Timeline(
+        event(4, 2, TurnStarted("long job", "assistant", 1, message_id="first")),
+        event(5, 2, MessageSteered("and also", "mine")),
+        event(6, 2, TurnEnded("succeeded", reply="did both")),
+    )
+    sent = Accepted(ADDRESS, after_seq=3, events_url="", message_id="mine")
+    last = watch(cast(Client, joined), ADDRESS, sent, "and also", show=False)
+    assert last.body == TurnEnded("succeeded", reply="did both")
+
+
+def test_a_rejected_message_ends_the_watch_with_its_sentence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    refused = Timeline(event(4, 2, MessageRejected("later", "mine", "A turn was in progress.")))
+    sent = Accepted(ADDRESS, after_seq=3, events_url="", message_id="mine")
+    last = watch(cast(Client, refused), ADDRESS, sent, "later", show=False)
+    assert _outcome(ADDRESS, last) == 1
+    assert "rejected: A turn was in progress." in capsys.readouterr().err

@@ -58,6 +58,13 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     first.add_argument(
         "--kind", help="a published kind to run with (or --spec for an agent's first message)"
     )
+    send.add_argument(
+        "--while-busy",
+        choices=("queue", "interrupt", "steer", "reject"),
+        help="if a turn is in progress: run after it (queue), stop it and run this one "
+        "(interrupt), join it at its next round (steer) or refuse (reject); default: "
+        "the spec's while_busy, queue unless it says otherwise",
+    )
     send.add_argument("--timeline", action="store_true", help="also print the turn's events")
     send.add_argument("--follow", action="store_true", help="print the turn live as it runs")
     send.set_defaults(run=_send)
@@ -107,6 +114,28 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     stop.add_argument("address")
     stop.set_defaults(run=lambda a, s, d: talk.stop(d.agent(a.address), a.address))
+    for verb, resume in (("pause", False), ("resume", True)):
+        _hold_command(verbs, verb, resume=resume)
+
+
+def _hold_command(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], verb: str, *, resume: bool
+) -> None:
+    described = (
+        "Resume a paused agent, one-way: its held turn goes on, then what arrived while it "
+        "was paused runs, in order. `teaspill tail` shows agent_resumed."
+        if resume
+        else "Pause the agent, one-way: a running turn finishes its round and holds; "
+        "nothing runs until `teaspill resume`, and what arrives meanwhile (messages, "
+        "schedule fires, children's reports) is kept in order. `teaspill tail` shows "
+        "agent_paused."
+    )
+    helped = "run a paused agent again" if resume else "hold the agent after its round"
+    command = verbs.add_parser(verb, help=helped, description=described)
+    command.add_argument("address")
+    command.set_defaults(
+        run=lambda a, s, d: talk.hold(d.agent(a.address), a.address, resume=resume)
+    )
 
 
 def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -213,7 +242,15 @@ def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
     spec = spec_file(args.spec, doors, tenant_of(args.address)) if args.spec else None
     client = doors.agent(args.address)
     show = args.timeline or args.follow
-    return talk.send(client, args.address, args.text, spec=spec, kind=args.kind, show=show)
+    return talk.send(
+        client,
+        args.address,
+        args.text,
+        spec=spec,
+        kind=args.kind,
+        while_busy=args.while_busy,
+        show=show,
+    )
 
 
 def _publish(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:

@@ -10,8 +10,17 @@ from pathlib import Path
 
 import msgspec
 
-from schemas.events import ApprovalRequested, Event, TurnEnded, TurnParked, TurnStarted, Waiting
-from schemas.spec import AgentSpec
+from schemas.events import (
+    ApprovalRequested,
+    Event,
+    MessageRejected,
+    MessageSteered,
+    TurnEnded,
+    TurnParked,
+    TurnStarted,
+    Waiting,
+)
+from schemas.spec import AgentSpec, WhileBusy
 from services.cli.errors import NotThereError
 from services.cli.gateway import tenant_of
 from services.cli.render import describe
@@ -53,15 +62,25 @@ def watch(client: Client, address: str, sent: Accepted, text: str, *, show: bool
             turn = event.turn
         if show:
             print_events((event,))
+        if _names(event, sent.message_id, MessageRejected):
+            return event
         if event.turn == turn and _stops(event):
             return event
     raise AssertionError("a followed timeline never ends")
 
 
 def _starts(event: Event, message_id: str, text: str) -> bool:
+    """The turn the message started, or the running turn it joined (`steer`)."""
+    if _names(event, message_id, MessageSteered):
+        return True
     if not isinstance(event.body, TurnStarted):
         return False
     return event.body.message_id == message_id if message_id else event.body.text == text
+
+
+def _names(event: Event, message_id: str, kind: type[MessageSteered | MessageRejected]) -> bool:
+    body = event.body
+    return bool(message_id) and isinstance(body, kind) and body.message_id == message_id
 
 
 def _stops(event: Event) -> bool:
@@ -75,13 +94,14 @@ def send(
     *,
     spec: AgentSpec | None = None,
     kind: str | None = None,
+    while_busy: WhileBusy | None = None,
     show: bool,
 ) -> int:
     """Send one message, follow its turn until it ends (or waits), print the reply. A
     `spec` is published as its kind's newest version first (unless it is already)."""
     kind = published_kind(client, spec) if spec is not None else kind
     try:
-        sent = client.send(address, text, kind=kind)
+        sent = client.send(address, text, kind=kind, while_busy=while_busy)
     except ApiError as error:
         if error.status != HTTPStatus.NOT_FOUND:
             raise
@@ -133,6 +153,9 @@ def _outcome(address: str, last: Event) -> int:
     if isinstance(body, Waiting):
         print(f"The turn waits for its helpers; follow it with `teaspill tail -f {address}`.")
         return 0
+    if isinstance(body, MessageRejected):
+        print(f"The message was rejected: {body.message}", file=sys.stderr)
+        return 1
     assert isinstance(body, TurnEnded)
     if body.outcome == "succeeded":
         print(body.reply)
@@ -204,6 +227,18 @@ def approve(client: Client, address: str, request_id: str, *, deny: bool, note: 
         ) from error
     verdict = "denial" if deny else "approval"
     print(f"Accepted: Restate holds your {verdict} of {request_id}. {_APPLIED.format(address)}")
+    return 0
+
+
+def hold(client: Client, address: str, *, resume: bool) -> int:
+    """Pause or resume, one-way: the gateway answers 202 once Restate holds it."""
+    require_agent(client, address)
+    if resume:
+        client.resume(address)
+    else:
+        client.pause(address)
+    what = "resume" if resume else "pause"
+    print(f"Accepted: Restate holds your {what}. {_APPLIED.format(address)}")
     return 0
 
 

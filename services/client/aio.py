@@ -11,7 +11,7 @@ import httpx
 
 from schemas.events import Event, TimelinePage, TurnEnded
 from schemas.schedule import Schedule
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import PublishedSpec
 from services.client import calls
 from services.client.errors import ApiError, from_response, unreachable
@@ -21,6 +21,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    HoldAccepted,
     Item,
     KeyInfo,
     Me,
@@ -87,8 +88,9 @@ class AsyncClient:
         *,
         kind: str | None = None,
         idempotency_key: str | None = None,
+        while_busy: WhileBusy | None = None,
     ) -> Accepted:
-        return await self._do(calls.send(address, text, kind, idempotency_key))
+        return await self._do(calls.send(address, text, kind, idempotency_key, while_busy))
 
     async def agent(self, address: str) -> Agent:
         return await self._do(calls.agent(address))
@@ -165,6 +167,12 @@ class AsyncClient:
 
     async def stop(self, address: str) -> StopAccepted:
         return await self._do(calls.stop(address))
+
+    async def pause(self, address: str) -> HoldAccepted:
+        return await self._do(calls.pause(address))
+
+    async def resume(self, address: str) -> HoldAccepted:
+        return await self._do(calls.resume(address))
 
     async def specs(self, kind: str | None = None) -> tuple[PublishedSpec, ...]:
         return (await self._do(calls.specs(kind))).versions

@@ -12,7 +12,7 @@ import msgspec
 
 from schemas.events import TimelinePage
 from schemas.schedule import Schedule, ScheduleList
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import PublishedSpec, SpecVersions
 from services.client.errors import ApiError, from_response
 from services.client.models import (
@@ -20,6 +20,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    HoldAccepted,
     KeyInfo,
     KeyList,
     Me,
@@ -57,8 +58,15 @@ def _json(value: Any) -> bytes:
     return msgspec.json.encode(value)
 
 
-def send(address: str, text: str, kind: str | None, idempotency_key: str | None) -> Call[Accepted]:
+def send(
+    address: str,
+    text: str,
+    kind: str | None,
+    idempotency_key: str | None,
+    while_busy: WhileBusy | None = None,
+) -> Call[Accepted]:
     body: dict[str, str] = {"text": text} | ({"kind": kind} if kind else {})
+    body |= {"while_busy": while_busy} if while_busy else {}
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return Call(
         "POST", f"{agent_path(address)}/messages", Accepted, body=_json(body), headers=headers
@@ -88,6 +96,14 @@ def answer(address: str, request_id: str, approve: bool, note: str) -> Call[Appr
 
 def stop(address: str) -> Call[StopAccepted]:
     return Call("POST", f"{agent_path(address)}/stop", StopAccepted)
+
+
+def pause(address: str) -> Call[HoldAccepted]:
+    return Call("POST", f"{agent_path(address)}/pause", HoldAccepted)
+
+
+def resume(address: str) -> Call[HoldAccepted]:
+    return Call("POST", f"{agent_path(address)}/resume", HoldAccepted)
 
 
 def specs(kind: str | None) -> Call[SpecVersions]:

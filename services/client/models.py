@@ -20,11 +20,13 @@ class Agent(msgspec.Struct, frozen=True):
     address: str
     kind: str
     spec_version: int
-    status: Literal["idle", "running", "waiting", "parked"] | str
+    status: Literal["idle", "running", "waiting", "parked", "paused"] | str
     turn: int
     last_seq: int
     last_outcome: str | None
     last_activity: str
+    queued: int = 0
+    """Messages the agent holds queued (see the gateway's agent row)."""
 
 
 class AgentPage(msgspec.Struct, frozen=True):
@@ -51,6 +53,17 @@ class ApprovalAccepted(msgspec.Struct, frozen=True):
     address: str
     request_id: str
     approve: bool
+    after_seq: int
+    events_url: str
+    invocation_id: str = ""
+
+
+class HoldAccepted(msgspec.Struct, frozen=True):
+    """A pause or a resume is held (202). The timeline after `after_seq` shows
+    `agent_paused` or `agent_resumed` when it applied."""
+
+    address: str
+    message: str
     after_seq: int
     events_url: str
     invocation_id: str = ""

@@ -11,7 +11,7 @@ import httpx
 
 from schemas.events import Event, TimelinePage, TurnEnded
 from schemas.schedule import Schedule
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import PublishedSpec
 from services.client import calls
 from services.client.errors import ApiError, from_response, unreachable
@@ -21,6 +21,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    HoldAccepted,
     Item,
     KeyInfo,
     Me,
@@ -84,9 +85,12 @@ class Client:
         *,
         kind: str | None = None,
         idempotency_key: str | None = None,
+        while_busy: WhileBusy | None = None,
     ) -> Accepted:
-        """Send a message, one-way; `kind` creates the agent (or switches its kind)."""
-        return self._do(calls.send(address, text, kind, idempotency_key))
+        """Send a message, one-way; `kind` creates the agent (or switches its kind);
+        `while_busy` says what it does if a turn is in progress (`queue`, `interrupt`,
+        `steer`, `reject`: a 409 `ApiError` while the agent is busy)."""
+        return self._do(calls.send(address, text, kind, idempotency_key, while_busy))
 
     def agent(self, address: str) -> Agent:
         return self._do(calls.agent(address))
@@ -165,6 +169,14 @@ class Client:
     def stop(self, address: str) -> StopAccepted:
         """One-way (202): the turn's end, or `stop_refused`, lands on the timeline."""
         return self._do(calls.stop(address))
+
+    def pause(self, address: str) -> HoldAccepted:
+        """One-way (202): the agent holds after its running round; `agent_paused`."""
+        return self._do(calls.pause(address))
+
+    def resume(self, address: str) -> HoldAccepted:
+        """One-way (202): the held turn goes on, then what queued; `agent_resumed`."""
+        return self._do(calls.resume(address))
 
     def specs(self, kind: str | None = None) -> tuple[PublishedSpec, ...]:
         return self._do(calls.specs(kind)).versions
