@@ -39,7 +39,12 @@ from services.tenant.object import offer_specs
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
 from services.workspace.tools import WorkspaceHost
-from services.workspace.volumes import DiskUnavailableError, Volumes, prepare
+from services.workspace.volumes import (
+    DiskUnavailableError,
+    MountedElsewhereError,
+    Volumes,
+    prepare,
+)
 
 Services = list[restate.Service | restate.VirtualObject]
 
@@ -113,6 +118,8 @@ def _volumes(config: Settings, closers: list[Closer]) -> Volumes | None:
     serves anything; `image` mode without it stops the endpoint with a sentence."""
     try:
         volumes = prepare(config.home, config.workspace_disk, config.workspace_image_mb)
+    except MountedElsewhereError as error:
+        raise ConfigError(f"The execution plane cannot start: {error}.") from None
     except DiskUnavailableError as error:
         raise ConfigError(
             f"TEASPILL_WORKSPACE_DISK=image, but the workspaces' image cannot be had: {error}. "

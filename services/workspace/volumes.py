@@ -36,6 +36,8 @@ DiskMode = Literal["auto", "image", "folder"]
 IMAGE = "workspaces.img"
 SETUP_LOCK = "workspaces.lock"
 HOLD_LOCK = "workspaces.held"
+MOUNTED_BY = "workspaces.mounted"
+"""The name of the machine that has the image mounted, while it does."""
 SUBVOLUME_INODE = 256
 """The inode number of every btrfs subvolume's root folder."""
 TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -53,6 +55,11 @@ LIMIT_REFERENCED = 1
 
 class DiskUnavailableError(Exception):
     """The workspaces' filesystem cannot be had; the message is a sentence."""
+
+
+class MountedElsewhereError(DiskUnavailableError):
+    """Another machine has the image mounted: refused in `auto` mode too, as plain folders
+    beside it would split the workspaces between the machines."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ def prepare(home: Path, mode: DiskMode, image_mb: int | None = None) -> Volumes 
     try:
         hold = _prepared(home, mount, image_mb)
     except DiskUnavailableError as error:
-        if mode == "image":
+        if mode == "image" or isinstance(error, MountedElsewhereError):
             raise
         log.warning(
             "Workspaces are plain folders, and each workspace's quota is checked after each "
@@ -149,6 +156,7 @@ def release(home: Path) -> bool:
                 _run(["umount", str(mount)], "unmount the image")
             except DiskUnavailableError:
                 return False
+            (home / MOUNTED_BY).unlink(missing_ok=True)
             return True
 
 
@@ -161,11 +169,13 @@ def _mounted_or_mount(home: Path, mount: Path, image_mb: int | None) -> None:
             )
         return
     _refuse_unless_possible(mount)
+    _refuse_if_mounted_elsewhere(home)
     image = home / IMAGE
     if not image.exists():
         _make_image(image, image_mb or _disk_size(home))
     mount.mkdir(exist_ok=True)
     _run(["mount", "-o", "loop,discard=async", str(image), str(mount)], "mount the image")
+    (home / MOUNTED_BY).write_text(os.uname().nodename + "\n")
     descriptor = os.open(mount, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.ioctl(descriptor, QUOTA_CTL, struct.pack("<QQ", 1, 0))
@@ -176,6 +186,26 @@ def _mounted_or_mount(home: Path, mount: Path, image_mb: int | None) -> None:
         ) from None
     finally:
         os.close(descriptor)
+
+
+def _refuse_if_mounted_elsewhere(home: Path) -> None:
+    """The image is not mounted here: refuse if another machine (a home on a shared volume)
+    mounted it and has not let it go. This machine's own mark (left by a kill, or by a
+    boot before) is taken over."""
+    marker = home / MOUNTED_BY
+    try:
+        name = marker.read_text().strip()
+    except FileNotFoundError:
+        return
+    if name in ("", os.uname().nodename):
+        return
+    raise MountedElsewhereError(
+        f"the workspaces' image in {home} is mounted by the machine {name!r}, and a btrfs "
+        "image mounted by two machines at once is corrupted. Give each machine a home of "
+        "its own, or set TEASPILL_WORKSPACE_DISK=folder on every machine that shares this "
+        f"one (after moving the workspaces out of the image); if {name!r} no longer uses "
+        f"it, remove {marker}"
+    )
 
 
 def _refuse_unless_possible(mount: Path) -> None:

@@ -22,6 +22,7 @@ from schemas.workspace import WorkspaceCall
 from services.workspace.tools import WorkspaceHost
 from services.workspace.volumes import (
     SUBVOLUME_INODE,
+    DiskMode,
     DiskUnavailableError,
     prepare,
     release,
@@ -277,3 +278,25 @@ def test_a_service_not_run_as_root_keeps_folders_and_image_mode_says_why() -> No
         assert list(home.iterdir()) == []
     finally:
         shutil.rmtree(home)
+
+
+def test_an_image_another_machine_mounted_is_refused_in_every_mode(tmp_path: Path) -> None:
+    """A home on a shared volume: the image another machine has mounted is not mounted a
+    second time, and auto does not fall back to folders beside it."""
+    first = prepare(tmp_path, "image", 1024)
+    assert first is not None
+    assert (tmp_path / "workspaces.mounted").read_text().strip() == os.uname().nodename
+    first.close()
+    assert release(tmp_path)
+    assert not (tmp_path / "workspaces.mounted").exists()
+    (tmp_path / "workspaces.mounted").write_text("elsewhere\n")
+    modes: tuple[DiskMode, ...] = ("auto", "image")
+    for mode in modes:
+        with pytest.raises(DiskUnavailableError, match="mounted by the machine 'elsewhere'"):
+            prepare(tmp_path, mode)
+    assert not mounted(tmp_path)
+    (tmp_path / "workspaces.mounted").unlink()
+    again = prepare(tmp_path, "auto")
+    assert again is not None
+    again.close()
+    assert release(tmp_path)
