@@ -48,6 +48,7 @@ def _state_and_text(events: list[Event]) -> tuple[TaskState, str]:
         ("stopped", TaskState.TASK_STATE_CANCELED, "why it stopped"),
         ("superseded", TaskState.TASK_STATE_CANCELED, "why it was superseded"),
     ],
+    ids=["succeeded", "failed", "stopped", "superseded"],
 )
 def test_a_turns_end_is_the_tasks_final_state(
     outcome: Outcome, state: TaskState, says: str
