@@ -33,6 +33,7 @@ from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
 from services.schedules.object import schedules
+from services.schedules.tenant import tenant_schedules
 from services.settings import ConfigError, Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
@@ -80,6 +81,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         schedules,
         hooks,
         tenant_hooks,
+        tenant_schedules,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.insert(0, projection.close)

@@ -76,6 +76,7 @@ class Handler(Generic[In, Out]):
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
 SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
+TENANT_SCHEDULES = "TenantSchedules"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
@@ -92,6 +93,9 @@ ADD_SCHEDULE = Handler(SCHEDULES, "add", ScheduleSpec, Schedule)
 REMOVE_SCHEDULE = Handler(SCHEDULES, "remove", ScheduleRef, Schedule)
 LIST_SCHEDULES = Handler(SCHEDULES, "list", Empty, ScheduleList)
 FIRE = Handler(SCHEDULES, "fire", Tick, Empty)
+TAKE_SCHEDULE = Handler(TENANT_SCHEDULES, "take", Empty, Empty)
+"""Keyed by the tenant: one schedule more, refused (429) at the tenant's ceiling."""
+GIVE_SCHEDULE = Handler(TENANT_SCHEDULES, "give_back", Empty, Empty)
 
 CREATE_HOOK = Handler(HOOKS, "create", HookSpec, HookSpec)
 """Keyed by the hook's id, like every `Hooks` handler."""

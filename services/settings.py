@@ -108,8 +108,10 @@ class Settings(BaseSettings):
     agent_schedules: int = Field(
         default=20,
         ge=1,
-        description="Schedules one agent may have; a tenant's ceiling is this times "
-        "TEASPILL_TENANT_AGENTS.",
+        description="Schedules one agent may have.",
+    )
+    tenant_schedules: int = Field(
+        default=1000, ge=1, description="Schedules one tenant's agents may have together."
     )
     schedule_min_seconds: float = Field(
         default=60.0,

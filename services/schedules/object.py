@@ -13,16 +13,18 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import restate
 
-from schemas.address import InvalidAddressError, parse_address
+from schemas.address import InvalidAddressError, parse_address, tenant_of
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
 from schemas.wake import Fired, Message, ScheduleSkip, WakeEnvelope
 from services.contracts import (
     ADD_SCHEDULE,
     FIRE,
+    GIVE_SCHEDULE,
     LIST_SCHEDULES,
     REMOVE_SCHEDULE,
     SCHEDULES,
     STATUS,
+    TAKE_SCHEDULE,
     WAKE,
     Empty,
 )
@@ -58,6 +60,7 @@ async def add(ctx: restate.ObjectContext, spec: ScheduleSpec) -> Schedule:
         first = check(spec, now, most)
     except ScheduleError as error:
         raise restate.TerminalError(str(error), 422) from error
+    await call(ctx, TAKE_SCHEDULE, Empty(), key=tenant_of(address))
     made = Schedule(f"s{stored.made + 1}", spec, now, first)
     ctx.set(STATE, ScheduleList((*stored.schedules, made), stored.made + 1))
     _plan(ctx, made.id, first, now)
@@ -73,6 +76,7 @@ async def remove(ctx: restate.ObjectContext, ref: ScheduleRef) -> Schedule:
     if found is None:
         raise restate.TerminalError(f"Agent {address} has no schedule {ref.id!r}.", 404)
     _keep(ctx, stored, tuple(s for s in stored.schedules if s.id != ref.id))
+    send(ctx, GIVE_SCHEDULE, Empty(), key=tenant_of(address))
     return found
 
 
@@ -101,6 +105,7 @@ async def fire(ctx: restate.ObjectContext, tick: Tick) -> Empty:
     done = msgspec.structs.replace(done, next_at=upcoming)
     if upcoming is None:
         _keep(ctx, stored, tuple(s for s in stored.schedules if s.id != found.id))
+        send(ctx, GIVE_SCHEDULE, Empty(), key=tenant_of(ctx.key()))
     else:
         _keep(ctx, stored, tuple(done if s.id == found.id else s for s in stored.schedules))
         _plan(ctx, found.id, upcoming, now)

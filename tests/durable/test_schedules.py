@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from schemas.events import Event, ScheduleFired, ScheduleSkipped, TurnEnded, TurnStarted
-from schemas.schedule import Every, Schedule, ScheduleRef, ScheduleSpec
+from schemas.schedule import At, Every, Schedule, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.wake import Message
 from services.contracts import ADD_SCHEDULE, LIST_SCHEDULES, REMOVE_SCHEDULE, Empty
 from services.executor.scripted import script
+from services.ingress import IngressError
 from tests.durable.conftest import LiveStack, eventually, live_stack, stack_settings
 
 pytestmark = pytest.mark.durable
@@ -27,7 +29,7 @@ OUTAGE = 10.0
 @pytest.fixture(scope="module")
 def clock_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     settings = stack_settings(Path(tmp_path_factory.mktemp("home")))
-    settings = settings.model_copy(update={"schedule_min_seconds": 1.0})
+    settings = settings.model_copy(update={"schedule_min_seconds": 1.0, "tenant_schedules": 4})
     with live_stack(settings) as live:
         yield live
 
@@ -162,3 +164,46 @@ def test_a_skipping_schedule_records_a_skip_while_a_turn_runs(
         for e in events
         if isinstance(e.body, TurnStarted) and e.body.text == "tick" and e.turn <= slow
     ]
+
+
+def test_an_interrupting_schedule_stops_the_running_turn_and_runs_its_own(
+    clock_stack: LiveStack, address: str
+) -> None:
+    """A fire is a message like any other: its `while_busy` does what a message's does."""
+    clock_stack.ingress.message(address, "hello", SPEC)
+    clock_stack.ingress.send_wake(address, Message(script({"sleep": 60, "reply": "never"})))
+    eventually(
+        lambda: clock_stack.ingress.status(address).state == "running" or None,
+        30.0,
+        "the slow turn to run",
+    )
+    soon = datetime.now(UTC) + timedelta(seconds=2)  # noqa: TID251 - the test's clock
+    add(clock_stack, address, ScheduleSpec("now this", At(soon), while_busy="interrupt"))
+
+    slow = clock_stack.wait_for_turn_end(address, 2, timeout=30)
+    assert slow.outcome == "stopped"
+    mine = clock_stack.wait_for_turn_end(address, 3, timeout=30)
+    assert (mine.outcome, mine.reply) == ("succeeded", "You said: now this")
+    assert clock_stack.ingress.call(LIST_SCHEDULES, Empty(), address).schedules == ()
+
+
+def test_a_tenants_agents_have_at_most_their_ceiling_of_schedules_together(
+    clock_stack: LiveStack,
+) -> None:
+    first, second = "capped.one", "capped.two"
+    for agent in (first, second):
+        clock_stack.ingress.message(agent, "hello", SPEC)
+    made = [
+        add(clock_stack, agent, ScheduleSpec("later", Every(3600.0)))
+        for agent in (first, first, second, second)
+    ]
+    with pytest.raises(IngressError) as refused:
+        add(clock_stack, second, ScheduleSpec("one more", Every(3600.0)))
+    assert refused.value.status == 429
+    assert "TEASPILL_TENANT_SCHEDULES" in refused.value.message
+    clock_stack.ingress.call(REMOVE_SCHEDULE, ScheduleRef(made[0].id), first)
+    again = add(clock_stack, second, ScheduleSpec("one more", Every(3600.0)))
+    for agent in (first, second):
+        for schedule in clock_stack.ingress.call(LIST_SCHEDULES, Empty(), agent).schedules:
+            clock_stack.ingress.call(REMOVE_SCHEDULE, ScheduleRef(schedule.id), agent)
+    assert again.id == "s3"
