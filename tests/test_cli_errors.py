@@ -29,6 +29,8 @@ SAMPLES = {
     "request_id": "t1r1-call_0",
     "key_id": "abcdefabcdef",
     "schedule_id": "s1",
+    "template": "Build {{ id }}",
+    "hook_id": "acme.0123456789abcdef0123",
 }
 OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
 """Options a command cannot run without."""

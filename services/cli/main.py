@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schemas.spec import AgentSpec
-from services.cli import admin, health, schedules, stack, talk
+from services.cli import admin, health, hooks, schedules, stack, talk
 from services.cli.errors import guarded
 from services.cli.gateway import Doors, offer_of, tenant_of
 from services.cli.home import exports, located
@@ -204,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     _stack_commands(verbs)
     _talk_commands(verbs)
     schedules.commands(verbs)
+    hooks.commands(verbs)
     _admin_commands(verbs)
     return cli
 

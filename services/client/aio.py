@@ -22,9 +22,11 @@ from services.client.models import (
     ApprovalAccepted,
     Deployment,
     HoldAccepted,
+    Hook,
     Item,
     KeyInfo,
     Me,
+    NewHook,
     NewKey,
     StopAccepted,
 )
@@ -207,6 +209,16 @@ class AsyncClient:
 
     async def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
         return await self._do(calls.remove_schedule(address, schedule_id))
+
+    async def create_hook(self, hook: Mapping[str, Any]) -> NewHook:
+        """`hook` as `POST /v1/hooks` takes it; the answer's `secret` is shown this once."""
+        return await self._do(calls.create_hook(hook))
+
+    async def hooks(self) -> tuple[Hook, ...]:
+        return (await self._do(calls.hooks())).hooks
+
+    async def remove_hook(self, hook_id: str) -> Hook:
+        return await self._do(calls.remove_hook(hook_id))
 
 
 async def until_turn_ends(items: AsyncIterator[Item]) -> AsyncIterator[Item]:

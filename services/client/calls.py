@@ -21,9 +21,12 @@ from services.client.models import (
     ApprovalAccepted,
     Deployment,
     HoldAccepted,
+    Hook,
+    HookList,
     KeyInfo,
     KeyList,
     Me,
+    NewHook,
     NewKey,
     StopAccepted,
 )
@@ -148,3 +151,15 @@ def schedules(address: str) -> Call[ScheduleList]:
 def remove_schedule(address: str, schedule_id: str) -> Call[Schedule]:
     path = f"{agent_path(address)}/schedules/{quote(schedule_id, safe='')}"
     return Call("DELETE", path, Schedule)
+
+
+def create_hook(hook: Mapping[str, Any]) -> Call[NewHook]:
+    return Call("POST", "/v1/hooks", NewHook, body=_json(dict(hook)))
+
+
+def hooks() -> Call[HookList]:
+    return Call("GET", "/v1/hooks", HookList)
+
+
+def remove_hook(hook_id: str) -> Call[Hook]:
+    return Call("DELETE", f"/v1/hooks/{quote(hook_id, safe='')}", Hook)

@@ -125,3 +125,25 @@ class Deployment(msgspec.Struct, frozen=True):
 
 class KeyList(msgspec.Struct, frozen=True):
     keys: tuple[KeyInfo, ...]
+
+
+class Hook(msgspec.Struct, frozen=True):
+    """A webhook, as `GET /v1/hooks` shows it ([webhooks](../../docs/webhooks.md))."""
+
+    id: str
+    url: str
+    template: str
+    address: str | None
+    kind: str | None
+    while_busy: str
+    created: str | None
+
+
+class NewHook(Hook, frozen=True):
+    """A webhook just made: `secret` signs its deliveries, shown this once."""
+
+    secret: str = ""
+
+
+class HookList(msgspec.Struct, frozen=True):
+    hooks: tuple[Hook, ...]

@@ -22,9 +22,11 @@ from services.client.models import (
     ApprovalAccepted,
     Deployment,
     HoldAccepted,
+    Hook,
     Item,
     KeyInfo,
     Me,
+    NewHook,
     NewKey,
     StopAccepted,
 )
@@ -211,6 +213,16 @@ class Client:
 
     def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
         return self._do(calls.remove_schedule(address, schedule_id))
+
+    def create_hook(self, hook: Mapping[str, Any]) -> NewHook:
+        """`hook` as `POST /v1/hooks` takes it; the answer's `secret` is shown this once."""
+        return self._do(calls.create_hook(hook))
+
+    def hooks(self) -> tuple[Hook, ...]:
+        return (self._do(calls.hooks())).hooks
+
+    def remove_hook(self, hook_id: str) -> Hook:
+        return self._do(calls.remove_hook(hook_id))
 
 
 def until_turn_ends(items: Iterator[Item]) -> Iterator[Item]:
