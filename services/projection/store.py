@@ -269,8 +269,8 @@ class ProjectionStore:
                 "select seq, event from events where agent = ? and turn = ? and seq > ? and"
                 " (type in ('approval_requested', 'approval_answered', 'approval_abandoned',"
                 " 'turn_parked', 'turn_ended') or seq = (select max(seq) from events"
-                " where agent = ? and turn = ?)) order by seq",
-                (agent, turn, started[0][0], agent, turn),
+                " where agent = ? and seq > ? and turn = ?)) order by seq",
+                (agent, turn, started[0][0], agent, started[0][0], turn),
             )
             rows += [(row[0], row[1]) for row in story]
         return [msgspec.json.decode(raw, type=Event) for _, raw in sorted(rows)]
