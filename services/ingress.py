@@ -175,9 +175,12 @@ class AsyncIngress:
         key: str | None = None,
         *,
         patience: float | None = None,
+        idempotency_key: str | None = None,
     ) -> Out:
-        """`patience`, when given, replaces the client's timeout for this call."""
-        raw = await self._post(handler.path(key), handler.encode(value), None, patience)
+        """`patience`, when given, replaces the client's timeout for this call; with
+        `idempotency_key`, a retry is the same invocation and gets its answer."""
+        path, body = handler.path(key), handler.encode(value)
+        raw = await self._post(path, body, idempotency_key, patience)
         return handler.decode(raw)
 
     async def send(

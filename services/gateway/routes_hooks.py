@@ -10,6 +10,7 @@ answered 202 as soon as Restate holds it, even while the service endpoint is dow
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import UTC, datetime
 from typing import Annotated
@@ -23,6 +24,7 @@ from services.gateway.auth import Principal, own, require
 from services.gateway.errors import ApiError, needs_kind
 from services.gateway.models import DeliveryAccepted, HookCreated, HookIn, HookOut, HooksOut
 from services.gateway.openapi import errors
+from services.gateway.routes_schedules import IdempotencyKey
 from services.gateway.runtime import Runtime, runtime
 from services.hooks.template import TemplateError, check
 
@@ -39,6 +41,7 @@ async def create_hook(
     request: Request,
     caller: Annotated[Principal, Depends(require("admin"))],
     rt: Rt,
+    idempotency_key: IdempotencyKey = None,
 ) -> HookCreated:
     """Make a webhook; the answer holds its signing secret, this once."""
     await _check_target(rt, caller, body)
@@ -46,10 +49,10 @@ async def create_hook(
         check(body.template)
     except TemplateError as error:
         raise ApiError(422, f"field 'template': {error}") from error
-    hook_id = f"{caller.tenant}.{secrets.token_hex(10)}"
+    hook_id = _new_id(caller.tenant, idempotency_key)
     now = datetime.now(UTC)  # noqa: TID251 - the gateway is not durable code
     spec = HookSpec(caller.tenant, body.template, body.address, body.kind, body.while_busy, now)
-    made = await rt.ingress.create_hook(hook_id, spec)
+    made = await rt.ingress.create_hook(hook_id, spec, idempotency_key)
     secret = rt.hook_key.secret_for(hook_id)
     return HookCreated(**_out(request, hook_id, made).model_dump(), secret=secret)
 
@@ -123,6 +126,15 @@ async def _check_target(rt: Runtime, caller: Principal, body: HookIn) -> None:
     row = await rt.projection.read(lambda store: store.agent(agent.address))
     if row is None and body.kind is None and agent.address not in rt.recent:
         raise needs_kind(agent.address)
+
+
+def _new_id(tenant: str, idempotency_key: str | None) -> str:
+    """A random id; one made from the idempotency key, so a retry names the same hook (and
+    gets the same secret, derived from the id)."""
+    if idempotency_key is None:
+        return f"{tenant}.{secrets.token_hex(10)}"
+    digest = hashlib.sha256(f"{tenant}\n{idempotency_key}".encode()).hexdigest()
+    return f"{tenant}.{digest[:20]}"
 
 
 def _mine(caller: Principal, hook_id: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Header, Path, Response
 
 from schemas.schedule import At, Cron, Every, ScheduleSpec, When
 from services.gateway import service
@@ -22,6 +22,15 @@ from services.schedules.timing import ScheduleError, duration
 
 router = APIRouter(tags=["schedules"])
 Rt = Annotated[Runtime, Depends(runtime)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="The same key makes the schedule once, however often it is retried.",
+    ),
+]
 ScheduleId = Annotated[str, Path(pattern=r"^s[0-9]{1,12}$", description="From the listing.")]
 
 
@@ -35,7 +44,10 @@ ScheduleId = Annotated[str, Path(pattern=r"^s[0-9]{1,12}$", description="From th
     },
 )
 async def add_schedule(
-    body: ScheduleIn, agent: Annotated[Owned, Depends(owned("write"))], rt: Rt
+    body: ScheduleIn,
+    agent: Annotated[Owned, Depends(owned("write"))],
+    rt: Rt,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Send the agent `text` on a clock: `every` a duration, at each match of `cron` in
     `zone`, or once `at` an instant. Each fire is a message like one sent by hand."""
@@ -45,7 +57,7 @@ async def add_schedule(
     if body.kind is not None:
         await service.require_published(rt, agent.caller.tenant, body.kind)
     spec = ScheduleSpec(body.text, _when(body), body.while_busy, body.kind)
-    made = await rt.ingress.add_schedule(agent.address, spec)
+    made = await rt.ingress.add_schedule(agent.address, spec, idempotency_key)
     return Response(msgspec.json.encode(made), 201, media_type="application/json")
 
 

@@ -115,8 +115,12 @@ class Upstream:
     async def revoke_key(self, tenant: str, key_id: str) -> ApiKey:
         return await _answer(self._client.call(REVOKE_KEY, KeyRef(key_id), tenant))
 
-    async def add_schedule(self, address: str, spec: ScheduleSpec) -> Schedule:
-        return await _answer(self._client.call(ADD_SCHEDULE, spec, address))
+    async def add_schedule(
+        self, address: str, spec: ScheduleSpec, idempotency_key: str | None = None
+    ) -> Schedule:
+        """A retry with the same `idempotency_key` answers the schedule made the first time."""
+        key = f"schedule {idempotency_key}" if idempotency_key else None
+        return await _answer(self._client.call(ADD_SCHEDULE, spec, address, idempotency_key=key))
 
     async def schedules(self, address: str) -> ScheduleList:
         listed = self._client.call(LIST_SCHEDULES, Empty(), address, patience=QUICK)
@@ -125,8 +129,11 @@ class Upstream:
     async def remove_schedule(self, address: str, schedule_id: str) -> Schedule:
         return await _answer(self._client.call(REMOVE_SCHEDULE, ScheduleRef(schedule_id), address))
 
-    async def create_hook(self, hook_id: str, spec: HookSpec) -> HookSpec:
-        return await _answer(self._client.call(CREATE_HOOK, spec, hook_id))
+    async def create_hook(
+        self, hook_id: str, spec: HookSpec, idempotency_key: str | None = None
+    ) -> HookSpec:
+        key = f"hook {idempotency_key}" if idempotency_key else None
+        return await _answer(self._client.call(CREATE_HOOK, spec, hook_id, idempotency_key=key))
 
     async def hook(self, hook_id: str) -> HookSpec | None:
         answer = self._client.call(GET_HOOK, Empty(), hook_id, patience=QUICK)

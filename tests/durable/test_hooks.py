@@ -178,3 +178,23 @@ def test_a_hook_for_a_kind_starts_a_new_agent_per_delivery(gw: GatewayStack) -> 
     digest = hashlib.sha256(f"{hook['id']}\nticket-41".encode()).hexdigest()[:12]
     address = f"acme.hook-{hook['id'].split('.')[1]}-{digest}"
     wait_for_reply(gw, address, "New ticket: Printer on fire")
+
+
+def test_a_schedule_or_a_hook_made_again_with_its_idempotency_key_is_the_same_one(
+    gw: GatewayStack, agent: str
+) -> None:
+    retry = gw.auth | {"Idempotency-Key": "setup-42"}
+    schedule = {"text": "Check the build.", "every": "1h"}
+    route = f"/v1/agents/{agent}/schedules"
+    first, again = (gw.http.post(route, json=schedule, headers=retry) for _ in range(2))
+    assert first.status_code == again.status_code == 201, again.text
+    assert first.json()["id"] == again.json()["id"]
+    assert len(gw.http.get(route, headers=gw.auth).json()["schedules"]) == 1
+
+    hook = {"address": agent, "template": "x"}
+    made, remade = (gw.http.post("/v1/hooks", json=hook, headers=retry) for _ in range(2))
+    assert made.status_code == remade.status_code == 201, remade.text
+    assert made.json()["id"] == remade.json()["id"]
+    assert made.json()["secret"] == remade.json()["secret"]
+    listed = gw.http.get("/v1/hooks", headers=gw.auth).json()["hooks"]
+    assert [h["id"] for h in listed].count(made.json()["id"]) == 1
