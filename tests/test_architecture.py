@@ -119,6 +119,7 @@ SAME_NAME_ALLOWED = {
     "ApiError": 2,
     "ApprovalAccepted": 2,
     "StopAccepted": 2,
+    "HoldAccepted": 2,
 }
 """Names two top-level classes may share, and how many hold each; anything else is a twin."""
 
