@@ -54,6 +54,7 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
     pids = json.loads((tmp_path / "home" / "stack.json").read_text())["pids"]
     try:
         assert "Starting the gateway" in up.stdout
+        assert os.path.ismount(tmp_path / "home" / "workspaces"), "the endpoint mounts the image"
         assert teaspill(env, "status").returncode == 0
         again = teaspill(env, "up", "--detach")
         assert again.returncode == 0, again.stderr
@@ -75,6 +76,7 @@ def test_up_send_tail_status_down(tmp_path: Path) -> None:
         down = teaspill(env, "down")
     assert down.returncode == 0, down.stderr
     assert not [name for name, pid in pids.items() if alive(pid)]
+    assert not os.path.ismount(tmp_path / "home" / "workspaces"), "down unmounts it"
     stopped = teaspill(env, "status")
     assert stopped.returncode == 1
     assert stopped.stdout.count("down") == 4
