@@ -16,6 +16,7 @@ import pytest
 from schemas.events import TurnEnded
 from schemas.sandbox import WorkspaceSettings
 from schemas.wake import Message
+from services.stack import Stack, StackError, isolated_settings
 from tests.durable.conftest import eventually
 from tests.durable.test_workspaces import LIMITS, SPEC, Live, calls, start
 
@@ -148,3 +149,16 @@ def test_plain_folders_keep_folder_mode_and_the_quota_is_checked_after_the_comma
         assert "already holds workspaces as plain folders" in log
     assert (old / "notes.txt").read_text() == "kept"
     assert not (tmp_path / "workspaces.img").exists()
+
+
+def test_image_mode_without_the_image_stops_the_endpoint_with_a_sentence(tmp_path: Path) -> None:
+    """Plain folders are never hidden under the image: `image` mode refuses to start."""
+    (tmp_path / "workspaces" / "acme" / "acme.old").mkdir(parents=True)
+    stack = Stack(isolated_settings(tmp_path, workspace_disk="image"), gateway=False)
+    with pytest.raises(StackError) as refused:
+        stack.up()
+    said = str(refused.value)
+    assert "TEASPILL_WORKSPACE_DISK=image, but the workspaces' image cannot be had" in said
+    assert "already holds workspaces as plain folders, which a mount would hide" in said
+    assert "Traceback" not in said
+    assert not mounted(tmp_path)

@@ -118,9 +118,11 @@ def test_a_command_cannot_make_a_subvolume_or_a_snapshot(image: WorkspaceHost) -
     said = run(
         image,
         "btrfs subvolume create nested; btrfs subvolume snapshot . snap; "
-        "btrfs qgroup limit none .; btrfs quota disable .; ls",
+        "btrfs qgroup limit none .; btrfs quota disable .; "
+        "btrfs subvolume delete /workspace; rmdir /workspace; ls",
     )
-    assert said.count("Inappropriate ioctl for device") >= 2, said
+    assert said.count("Inappropriate ioctl for device") >= 4, said
+    assert "rmdir: failed to remove '/workspace'" in said
     root = image.home / "workspaces/acme/acme.box"
     assert not (root / "nested").exists()
     assert not (root / "snap").exists()
