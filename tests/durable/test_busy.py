@@ -4,6 +4,7 @@ a real restate-server with the scripted model."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -17,13 +18,15 @@ from schemas.events import (
     MessageQueued,
     MessageSteered,
     ModelMessage,
+    ScheduleFired,
     ToolFinished,
     TurnEnded,
     TurnStarted,
 )
+from schemas.schedule import At, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.wake import Message, Pause, Resume
-from services.contracts import PAUSE
+from services.contracts import ADD_SCHEDULE, PAUSE
 from services.executor.scripted import script
 from tests.durable.conftest import LiveStack, eventually
 
@@ -117,7 +120,7 @@ def spawn(task: str) -> dict[str, Any]:
     return {"name": "spawn_agent", "arguments": {"task": task}}
 
 
-def test_a_paused_agent_keeps_a_message_and_a_child_report_through_a_sigkill_and_runs_them_in_order(
+def test_a_paused_agent_keeps_a_message_a_schedule_fire_and_a_child_report_through_a_sigkill(
     stack: LiveStack, address: str
 ) -> None:
     parent_spec = msgspec.structs.replace(SPEC, can_spawn=True)
@@ -128,21 +131,26 @@ def test_a_paused_agent_keeps_a_message_and_a_child_report_through_a_sigkill_and
     assert stack.ingress.message(address, parent, parent_spec).status.state == "waiting"
     stack.ingress.send(PAUSE, Pause(by="ops"), address)
     eventually(lambda: of(stack, address, AgentPaused) or None, 30, "the pause")
-    queued = stack.ingress.send_message(address, Message("after the pause", id="m-late"))
+    stack.ingress.send_message(address, Message("after the pause", id="m-late"))
     eventually(lambda: of(stack, address, MessageQueued) or None, 30, "the message, queued")
+    soon = datetime.now(UTC) + timedelta(seconds=1)  # noqa: TID251 - the test's clock
+    stack.ingress.call(ADD_SCHEDULE, ScheduleSpec("from the schedule", At(soon)), address)
+    eventually(lambda: of(stack, address, ScheduleFired) or None, 30, "the schedule's fire")
+    eventually(lambda: len(of(stack, address, MessageQueued)) == 2 or None, 30, "it queued")
     eventually(lambda: of(stack, address, ChildReported) or None, 30, "the child's report")
 
     stack.restart_endpoint(kill=True)
     status = stack.ingress.status(address)
-    assert (status.state, status.turn, status.queued) == ("paused", 1, 1)
+    assert (status.state, status.turn, status.queued) == ("paused", 1, 2)
     assert turns(stack.events(address)) == [], "nothing ran while paused"
 
     stack.ingress.send_wake(address, Resume(by="ops"))
-    assert stack.ingress.attach(queued).reply == ""  # it was queued: its wake ended nothing
     second = stack.wait_for_turn_end(address, 2)
     assert second.reply == "You said: after the pause"
+    third = stack.wait_for_turn_end(address, 3)
+    assert third.reply == "You said: from the schedule"
     events = stack.events(address)
-    assert turns(events) == [(1, "succeeded"), (2, "succeeded")]
+    assert turns(events) == [(1, "succeeded"), (2, "succeeded"), (3, "succeeded")]
     endings = [e.body for e in events if isinstance(e.body, TurnEnded)]
     assert "child is done" in endings[0].reply
     kinds = [type(e.body).__name__ for e in events]
