@@ -26,14 +26,13 @@ import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.chat import ChatMessage, ToolDefinition
+from schemas.chat import ToolDefinition
 from schemas.events import (
     AgentStatus,
     ApprovalRequested,
     ArtifactWritten,
     ChildSpawned,
     EventBody,
-    MessageSteered,
     Outcome,
     ToolCalled,
     ToolFinished,
@@ -232,14 +231,10 @@ class Driver:
 
     async def _between(self) -> Arrived | Ack:
         """A round ended: what rang the turn's bell during it, if anything."""
-        bell = await self._bell.heard()
-        if bell is None:
-            return Ack()
-        if bell.message is not None:
-            message = bell.message
-            self._add(MessageSteered(message.text, message.id))
-            return Arrived((ChatMessage(role="user", content=message.text),))
-        return Arrived(hold=True)
+        answer, joined = await self._bell.between()
+        if joined is not None:
+            self._add(joined)
+        return answer
 
     def _ask_spec(self, kind: str) -> Asked[SpecAnswer]:
         """Ask the tenant for the newest published spec of `kind`."""
@@ -273,22 +268,19 @@ class Driver:
             except (restate.TerminalError, BudgetExceededError) as error:
                 harness.close()
                 books = self._books
-                bell = self._bell
                 if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
                     spent = books.spent(self._clock)
-                    return TurnStopped(spent, books.ledger, books.context, bell.steered)
-                failed: tuple[Outcome, str] = ("failed", _reason(error))
-                spent = books.spent(self._clock)
-                return TurnRan(spent, failed, books.ledger, books.context, bell.steered, bell.held)
+                    return TurnStopped(spent, books.ledger, books.context, self._bell.steered)
+                return self._ran(books.spent(self._clock), ("failed", _reason(error)))
             try:
                 command = harness.send(result)
             except StopIteration as stop:
-                books = self._books
-                final = msgspec.structs.replace(stop.value, usage=books.turn.usage)
-                spent = books.spent(self._clock, final)
-                bell = self._bell
-                ending = _ending(command)
-                return TurnRan(spent, ending, books.ledger, books.context, bell.steered, bell.held)
+                final = msgspec.structs.replace(stop.value, usage=self._books.turn.usage)
+                return self._ran(self._books.spent(self._clock, final), _ending(command))
+
+    def _ran(self, turn: TurnState, ending: tuple[Outcome, str] | None) -> TurnRan:
+        books, bell = self._books, self._bell
+        return TurnRan(turn, ending, books.ledger, books.context, bell.steered, bell.held)
 
     async def _mcp_catalog(self, turn: TurnState) -> McpCatalog:
         """The tools of the MCP servers the spec grants, listed once per wake in one

@@ -43,8 +43,8 @@ import restate
 
 from schemas.chat import ChatMessage
 from schemas.context import ContextState, Recent, Segment
-from schemas.events import Event
-from schemas.harness import Recall
+from schemas.events import Event, MessageSteered
+from schemas.harness import Ack, Arrived, Recall
 from schemas.state import AgentRecord, Bell, Chunk, RunningWake, StoredAgent, TimelineMark
 from schemas.wake import Pause
 from services.agent.migrations import VERSION, NewerStateError, load
@@ -291,6 +291,18 @@ class Doorbell:
         if bell.message is not None:
             self.steered = (*self.steered, bell.message.id)
         return bell
+
+    async def between(self) -> tuple[Arrived | Ack, MessageSteered | None]:
+        """The harness's answer at a round boundary, and the event of a message that
+        joined the turn there."""
+        bell = await self.heard()
+        if bell is None:
+            return Ack(), None
+        if bell.message is not None:
+            message = bell.message
+            user = ChatMessage(role="user", content=message.text)
+            return Arrived((user,)), MessageSteered(message.text, message.id)
+        return Arrived(hold=True), None
 
 
 def ring(ctx: restate.ObjectSharedContext, name: str, bell: Bell) -> None:
