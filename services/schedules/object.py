@@ -115,7 +115,8 @@ async def fire(ctx: restate.ObjectContext, tick: Tick) -> Empty:
 async def _send_message(ctx: restate.ObjectContext, schedule: Schedule, fired: Fired) -> None:
     spec = schedule.spec
     message_id = f"{schedule.id}@{fired.planned.isoformat()}"
-    policy = None if spec.while_busy == "skip" else spec.while_busy
+    # A skipping schedule found the agent idle; a turn that started since comes first.
+    policy = "queue" if spec.while_busy == "skip" else spec.while_busy
     message = Message(spec.text, kind=spec.kind, id=message_id, schedule=fired, while_busy=policy)
     await deliver(ctx, ctx.key(), message)
 
