@@ -142,7 +142,7 @@ def test_a_skipping_schedule_records_a_skip_while_a_turn_runs(
     clock_stack: LiveStack, address: str
 ) -> None:
     clock_stack.ingress.message(address, "hello", SPEC)
-    clock_stack.ingress.send_wake(address, Message(script({"sleep": 4.0, "reply": "slow"})))
+    clock_stack.ingress.send_wake(address, Message(script({"sleep": 8.0, "reply": "slow"})))
     eventually(
         lambda: clock_stack.ingress.status(address).state == "running" or None,
         30.0,
