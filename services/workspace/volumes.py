@@ -236,6 +236,19 @@ def _disk_size(home: Path) -> int:
     return disk.f_blocks * disk.f_frsize // 2**20
 
 
+def mounted_under(root: Path) -> list[Path]:
+    """Every workspaces' filesystem mounted below `root`: what a stop left mounted."""
+    base, found = str(root.resolve()), []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            target = _unescape(fields[4])
+            kind = fields[fields.index("-") + 1]
+            if kind == "btrfs" and target.startswith(base + "/") and target.endswith("/workspaces"):
+                found.append(Path(target))
+    return found
+
+
 def _is_ours(mount: Path) -> bool:
     """A btrfs mounted at `mount` (the image: nothing else mounts one there)."""
     return os.path.ismount(mount) and _mounted_type(mount) == "btrfs"

@@ -24,6 +24,7 @@ from services.workspace.volumes import (
     SUBVOLUME_INODE,
     DiskMode,
     DiskUnavailableError,
+    mounted_under,
     prepare,
     release,
 )
@@ -302,3 +303,19 @@ def test_an_image_another_machine_mounted_is_refused_in_every_mode(tmp_path: Pat
     assert again is not None
     again.close()
     assert release(tmp_path)
+
+
+def test_an_image_left_mounted_is_found_below_its_folder_and_not_once_released(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "a home"
+    home.mkdir()
+    volumes = prepare(home, "image", 1024)
+    assert volumes is not None
+    try:
+        assert mounted_under(tmp_path) == [home / "workspaces"]
+        assert mounted_under(home / "workspaces") == []
+    finally:
+        volumes.close()
+        assert release(home)
+    assert mounted_under(tmp_path) == []
