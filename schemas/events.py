@@ -15,6 +15,7 @@ import msgspec
 from schemas.chat import ToolCall
 from schemas.harness import ToolStatus
 from schemas.model import Timing, Usage
+from schemas.questions import Question
 
 Outcome = Literal["succeeded", "stopped", "failed", "parked", "superseded"]
 
@@ -165,6 +166,9 @@ class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_requested"):
     call_id: str
     name: str
     arguments: dict[str, Any] = {}
+    questions: dict[str, Question] = {}
+    """When the call itself asks a person for input (an MCP server's input-required
+    result): what it asks, per key; the answer gives `answers` for them."""
 
 
 class ApprovalAnswered(msgspec.Struct, frozen=True, tag="approval_answered"):
@@ -172,6 +176,7 @@ class ApprovalAnswered(msgspec.Struct, frozen=True, tag="approval_answered"):
     approve: bool
     note: str = ""
     by: str = ""
+    answers: dict[str, dict[str, Any]] = {}
 
 
 class ApprovalAbandoned(msgspec.Struct, frozen=True, tag="approval_abandoned"):
@@ -183,10 +188,11 @@ class ApprovalAbandoned(msgspec.Struct, frozen=True, tag="approval_abandoned"):
 
 class ApprovalRefused(msgspec.Struct, frozen=True, tag="approval_refused"):
     """An answer that changed nothing: the request was answered already (this answer came
-    second), is not one the agent asked, or its turn ended before the answer arrived."""
+    second), is not one the agent asked, its turn ended before the answer arrived, or its
+    answers do not fit the questions (the request still waits for a fitting one)."""
 
     request_id: str
-    reason: Literal["already_answered", "unknown_request", "turn_ended"]
+    reason: Literal["already_answered", "unknown_request", "turn_ended", "wrong_answer"]
     approve: bool
     by: str = ""
     message: str = ""

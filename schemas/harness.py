@@ -3,13 +3,14 @@ and the turn state that survives between wakes."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from schemas.chat import ChatMessage, ToolCall
 from schemas.context import ContextState, FoldBlock
 from schemas.model import ModelReply, ModelRequest, Usage
+from schemas.questions import InputAnswer, InputAsked
 from schemas.spec import AgentSpec
 from schemas.wake import ParentRef
 
@@ -60,6 +61,8 @@ class CallTool(msgspec.Struct, frozen=True, tag="call_tool"):
     call: ToolCall
     idempotency_key: str
     """Agent, turn and call id: a side-effecting tool runs at most once per key."""
+    answer: InputAnswer | None = None
+    """The call again, with a person's answer to what it asked (`ToolResult.asked`)."""
 
 
 class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
@@ -86,6 +89,9 @@ class AskApproval(msgspec.Struct, frozen=True, tag="ask_approval"):
 
     request_id: str
     call: ToolCall
+    asked: InputAsked | None = None
+    """What the call asks a person (an MCP server's input-required result); None for an
+    `ask` tool's approval."""
 
 
 class Wait(msgspec.Struct, frozen=True, tag="wait"):
@@ -153,6 +159,9 @@ class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
     artifacts: tuple[Artifact, ...] = ()
     """What the call answered that is not text (an MCP tool's images, audio, binary
     resources), kept in the artifact store; the content names each by its sha256."""
+    asked: InputAsked | None = None
+    """The call needs a person's input before it can finish: the turn parks on it as on
+    an approval, and the answer sends the call again (`CallTool.answer`)."""
 
 
 class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
@@ -194,6 +203,11 @@ class PendingApproval(msgspec.Struct, frozen=True):
     answer: bool | None = None
     """None until a person answers; then True (approved) or False (denied)."""
     note: str = ""
+    asked: InputAsked | None = None
+    """What the call asks the person, when it is a tool's question rather than an `ask`
+    tool's approval."""
+    answers: dict[str, dict[str, Any]] = {}
+    """The person's answers to `asked`."""
 
 
 class Running(msgspec.Struct, frozen=True, tag="running"):

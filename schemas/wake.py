@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -95,6 +96,9 @@ class Approval(msgspec.Struct, frozen=True, tag="approval"):
     approve: bool
     note: str = ""
     by: str = ""
+    answers: dict[str, dict[str, Any]] = {}
+    """Answers to the questions of a tool's input request (`approval_requested`'s
+    `questions`), per question key."""
 
 
 def answer_key(answer: Approval) -> str:
@@ -102,6 +106,8 @@ def answer_key(answer: Approval) -> str:
     send however often it is retried; a different answer is another send, which the agent
     refuses on its timeline when the first one was applied."""
     said = f"{answer.approve}\n{answer.by}\n{answer.note}".encode()
+    if answer.answers:
+        said += b"\n" + msgspec.json.encode(answer.answers, order="sorted")
     return f"approval {answer.request_id} {hashlib.sha256(said).hexdigest()[:24]}"
 
 

@@ -41,7 +41,11 @@ def sample(kind: Any) -> Any:
     if origin in (tuple, list):
         return [sample(get_args(kind)[0])]
     if origin is dict:
-        return {"path": "a.txt"}
+        value = get_args(kind)[1]
+        nested = typing.get_origin(value) is dict or (
+            isinstance(value, type) and issubclass(value, msgspec.Struct)
+        )
+        return {"path": sample(value) if nested else "a.txt"}
     if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
         return msgspec.to_builtins(body_of(kind))
     return SCALARS.get(kind, {})

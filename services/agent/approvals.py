@@ -10,6 +10,7 @@ import msgspec
 
 from schemas.events import ApprovalAnswered, ApprovalRefused
 from schemas.harness import AwaitingApproval
+from schemas.questions import answer_problem
 from schemas.state import KEEP_ANSWERED, AgentRecord
 from schemas.wake import Approval
 from services.agent.reaction import Drive, Emit, Reaction, RefuseWake
@@ -28,9 +29,16 @@ def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
         or phase.approval.answer is not None
     ):
         return refuse_answer(record, answer)
-    answered = msgspec.structs.replace(phase.approval, answer=answer.approve, note=answer.note)
+    asked = phase.approval.asked
+    problem = answer_problem(asked.questions, answer.answers) if asked and answer.approve else ""
+    if problem:
+        return _wrong(record, answer, problem)
+    answers = answer.answers if answer.approve else {}
+    answered = msgspec.structs.replace(
+        phase.approval, answer=answer.approve, note=answer.note, answers=answers
+    )
     resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
-    event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by)
+    event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by, answers)
     updated = msgspec.structs.replace(
         record, turn=resumed, answered=remember(record.answered, answer.request_id)
     )
@@ -59,6 +67,17 @@ def refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:
     turn = record.turn
     number, round_ = (turn.number, turn.round) if turn is not None else (record.turns, 0)
     return Reaction(record, (Emit(number, round_, (refused,)), RefuseWake(status, sentence)))
+
+
+def _wrong(record: AgentRecord, answer: Approval, problem: str) -> Reaction:
+    """Answers that do not fit the questions change nothing: the request still waits."""
+    sentence = f"{problem} Approval request {answer.request_id!r} still waits for an answer."
+    refused = ApprovalRefused(
+        answer.request_id, "wrong_answer", answer.approve, answer.by, sentence
+    )
+    turn = record.turn
+    assert turn is not None
+    return Reaction(record, (Emit(turn.number, turn.round, (refused,)), RefuseWake(422, sentence)))
 
 
 def remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:

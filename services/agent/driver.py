@@ -221,8 +221,11 @@ class Driver:
                 return await self._spawn(step, record)
             case Refuse(call=refused, reason=reason):
                 self._refused(refused.id, refused.name, refused.arguments, reason)
-            case AskApproval(request_id=request_id, call=asked):
-                self._add(ApprovalRequested(request_id, asked.id, asked.name, asked.arguments))
+            case AskApproval(request_id=request_id, call=asked, asked=questions):
+                shown = questions.questions if questions is not None else {}
+                self._add(
+                    ApprovalRequested(request_id, asked.id, asked.name, asked.arguments, shown)
+                )
             case Wait(pending=pending):
                 self._add(Waiting(pending))
             case Between():
@@ -362,7 +365,8 @@ class Driver:
         if problem is not None:
             self._refused(call_.id, call_.name, call_.arguments, problem)
             return ToolResult(call_.id, call_.name, "error", problem)
-        self._add(ToolCalled(call_.id, call_.name, call_.arguments))
+        if command.answer is None:  # a call sent again with an answer was shown already
+            self._add(ToolCalled(call_.id, call_.name, call_.arguments))
         written: tuple[ArtifactWritten, ...] = ()
         if call_.name in WORKSPACE_TOOL_NAMES:
             await self._flush()  # a command changes the world: show it before it runs
@@ -377,6 +381,7 @@ class Driver:
                 call_,
                 command.idempotency_key,
                 tool,
+                command.answer,
             )
             written = _kept(call_.id, result)
         else:
@@ -393,8 +398,9 @@ class Driver:
         self._clock = self._clock.saw(result.started, result.finished)
         if at := result.started or self._clock.now:
             self._timeline.stamp(at)
-        finished = ToolFinished(call_.id, call_.name, result.status, result.content)
-        self._add(finished, *written, at=result.finished or None)
+        if result.asked is None:  # else the call waits for a person: approval_requested
+            finished = ToolFinished(call_.id, call_.name, result.status, result.content)
+            self._add(finished, *written, at=result.finished or None)
         self._timeline.show()
         return result
 

@@ -99,9 +99,20 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     approve.add_argument("request_id", help="from the approval_requested event")
     approve.add_argument("--deny", action="store_true", help="deny instead of approving")
     approve.add_argument("--note", default="", help="a note the model will read")
+    approve.add_argument(
+        "--answers",
+        default="",
+        help="for a call that asks for input: a JSON object, per question key the form's "
+        'values, e.g. \'{"quantity": {"quantity": 3}}\'',
+    )
     approve.set_defaults(
         run=lambda a, s, d: talk.approve(
-            d.agent(a.address), a.address, a.request_id, deny=a.deny, note=a.note
+            d.agent(a.address),
+            a.address,
+            a.request_id,
+            deny=a.deny,
+            note=a.note,
+            answers=talk.answers_of(a.answers),
         )
     )
 

@@ -35,6 +35,7 @@ from schemas.events import (
     TurnStarted,
     Waiting,
 )
+from schemas.questions import Question
 
 WIDTH = 100
 
@@ -58,6 +59,20 @@ def _unnamed(event: Event, body: Any) -> str:
 
 def _arguments(arguments: dict[str, Any]) -> str:
     return short(json.dumps(arguments), 60)
+
+
+def _question(question: Question) -> str:
+    """A question as a person answers it: what it asks and, for a form, its fields."""
+    if question.url:
+        return f"{question.message} (open {question.url}, then approve or deny)"
+    properties: dict[str, Any] = question.schema.get("properties") or {}
+    required = set(question.schema.get("required") or ())
+    fields = ", ".join(
+        f"{name} {prop.get('type', 'value') if isinstance(prop, dict) else 'value'}"
+        + (" (required)" if name in required else "")
+        for name, prop in properties.items()
+    )
+    return f"{question.message} [{fields}]" if fields else question.message
 
 
 def _ended(event: Event, body: Any) -> str:
@@ -88,6 +103,7 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     Waiting: lambda e, b: f"waiting for {', '.join(b.pending)}",
     ApprovalRequested: lambda e, b: (
         f"asks approval {b.request_id} for {b.name}({_arguments(b.arguments)})"
+        + "".join(f"; asks {key}: {_question(q)}" for key, q in sorted(b.questions.items()))
     ),
     ApprovalAnswered: _answered,
     ApprovalAbandoned: lambda e, b: f"{b.request_id} abandoned: its outcome is unknown",

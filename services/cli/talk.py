@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -21,7 +22,7 @@ from schemas.events import (
     Waiting,
 )
 from schemas.spec import AgentSpec, WhileBusy
-from services.cli.errors import NotThereError
+from services.cli.errors import NotThereError, UsageError
 from services.cli.gateway import tenant_of
 from services.cli.render import describe
 from services.client import Accepted, ApiError, Client
@@ -212,12 +213,38 @@ def tail(client: Client, address: str, after: int, *, follow: bool) -> None:
         print()
 
 
-def approve(client: Client, address: str, request_id: str, *, deny: bool, note: str) -> int:
+def answers_of(text: str) -> dict[str, dict[str, Any]]:
+    """`--answers` as given: a JSON object of objects, per question key."""
+    if not text:
+        return {}
+    try:
+        found = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        found = None
+    if not isinstance(found, dict) or not all(isinstance(v, dict) for v in found.values()):
+        raise UsageError(
+            "--answers takes a JSON object with an object of values per question key, "
+            'e.g. \'{"quantity": {"quantity": 3}}\'.'
+        )
+    return found
+
+
+def approve(
+    client: Client,
+    address: str,
+    request_id: str,
+    *,
+    deny: bool,
+    note: str,
+    answers: dict[str, dict[str, Any]] | None = None,
+) -> int:
     """One-way: the gateway answers 202 once Restate holds the answer."""
     require_agent(client, address)
-    answer = client.deny if deny else client.approve
     try:
-        answer(address, request_id, note)
+        if deny:
+            client.deny(address, request_id, note)
+        else:
+            client.approve(address, request_id, note, answers)
     except ApiError as error:
         if error.status != HTTPStatus.NOT_FOUND:
             raise

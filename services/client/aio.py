@@ -161,8 +161,14 @@ class AsyncClient:
         except httpx.TransportError as error:
             raise unreachable(self.url, error) from error
 
-    async def approve(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
-        return await self._do(calls.answer(address, request_id, True, note))
+    async def approve(
+        self,
+        address: str,
+        request_id: str,
+        note: str = "",
+        answers: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ApprovalAccepted:
+        return await self._do(calls.answer(address, request_id, True, note, answers))
 
     async def deny(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
         return await self._do(calls.answer(address, request_id, False, note))

@@ -92,9 +92,17 @@ def timeline(address: str, after: int, limit: int) -> Call[TimelinePage]:
     return Call("GET", f"{agent_path(address)}/timeline", TimelinePage, params=params)
 
 
-def answer(address: str, request_id: str, approve: bool, note: str) -> Call[ApprovalAccepted]:
+def answer(
+    address: str,
+    request_id: str,
+    approve: bool,
+    note: str,
+    answers: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Call[ApprovalAccepted]:
     path = f"{agent_path(address)}/approvals/{quote(request_id, safe='')}"
-    return Call("POST", path, ApprovalAccepted, body=_json({"approve": approve, "note": note}))
+    body: dict[str, Any] = {"approve": approve, "note": note}
+    body |= {"answers": dict(answers)} if answers else {}
+    return Call("POST", path, ApprovalAccepted, body=_json(body))
 
 
 def stop(address: str) -> Call[StopAccepted]:

@@ -161,9 +161,16 @@ class Client:
         except httpx.TransportError as error:
             raise unreachable(self.url, error) from error
 
-    def approve(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
-        """One-way (202): the outcome lands on the timeline after `after_seq`."""
-        return self._do(calls.answer(address, request_id, True, note))
+    def approve(
+        self,
+        address: str,
+        request_id: str,
+        note: str = "",
+        answers: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ApprovalAccepted:
+        """One-way (202): the outcome lands on the timeline after `after_seq`. `answers`:
+        for a call that asks for input, the form's values per question key."""
+        return self._do(calls.answer(address, request_id, True, note, answers))
 
     def deny(self, address: str, request_id: str, note: str = "") -> ApprovalAccepted:
         return self._do(calls.answer(address, request_id, False, note))

@@ -4,7 +4,7 @@ description are the point. Timeline events and specs are answered as the msgspec
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -44,6 +44,13 @@ class ApprovalIn(Strict):
         description="true runs the call; false tells the model it was denied. Only a JSON boolean."
     )
     note: str = Field(default="", max_length=2000, description="A note the model will read.")
+    answers: dict[str, dict[str, Any]] = Field(
+        default={},
+        max_length=32,
+        description="For a call that asks for input (`approval_requested` with `questions`): "
+        "per question key, the form's values as its schema asks. With `approve: false` the "
+        "call is declined and no answers are sent.",
+    )
 
 
 class Accepted(Strict):

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import AsyncGenerator
 
 from schemas.events import Event, TimelinePage
+from schemas.questions import answer_problem
 from schemas.spec import AgentSpec, WhileBusy
 from schemas.wake import Approval, Message, answer_key
 from services.gateway import follow as following
@@ -125,9 +126,12 @@ async def answer(rt: Runtime, agent: Owned, request_id: str, given: ApprovalIn) 
     still apply (404, 409 otherwise)."""
     row = await known(rt, agent.address)
     story = await rt.projection.read(lambda store: store.approval(agent.address, request_id))
-    _check_answerable(agent.address, request_id, story)
+    story = _answerable(agent.address, request_id, story)
+    answers = given.answers if given.approve else {}
+    if given.approve and (problem := answer_problem(story.questions, answers)):
+        raise ApiError(422, problem)
     by = signature(agent.caller.key_id, agent.caller.key_name)
-    wake = Approval(request_id, given.approve, given.note, by=by)
+    wake = Approval(request_id, given.approve, given.note, by=by, answers=answers)
     invocation = await rt.ingress.answer(agent.address, wake, answer_key(wake))
     after = row.last_seq if row is not None else 0
     return ApprovalAccepted(
@@ -140,7 +144,7 @@ async def answer(rt: Runtime, agent: Owned, request_id: str, given: ApprovalIn) 
     )
 
 
-def _check_answerable(address: str, request_id: str, story: ApprovalRow | None) -> None:
+def _answerable(address: str, request_id: str, story: ApprovalRow | None) -> ApprovalRow:
     if story is None:
         raise ApiError(404, f"agent {address} has no approval request {request_id}")
     if story.answered:
@@ -149,6 +153,7 @@ def _check_answerable(address: str, request_id: str, story: ApprovalRow | None) 
         raise ApiError(
             409, f"approval request {request_id} can no longer be answered: its turn ended"
         )
+    return story
 
 
 async def page(rt: Runtime, agent: Owned, after: int, limit: int) -> TimelinePage:

@@ -42,6 +42,7 @@ from schemas.harness import (
     Wait,
 )
 from schemas.model import ModelReply, ModelRequest
+from schemas.questions import InputAnswer
 from schemas.spec import Policy, granted, grants, narrowed
 from schemas.wake import ChildReport
 from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
@@ -119,7 +120,7 @@ def run_turn(given: TurnInput) -> Turn:
     turn = given.turn
     match turn.phase:
         case AwaitingApproval(approval=approval) if approval.answer is None:
-            yield AskApproval(approval.request_id, approval.call)
+            yield AskApproval(approval.request_id, approval.call, approval.asked)
             return turn
         case AwaitingApproval():
             turn, status = yield from _answered(given, turn)
@@ -184,10 +185,13 @@ def _answered(
     assert isinstance(phase, AwaitingApproval)
     approval, call, remaining = phase.approval, phase.approval.call, phase.remaining
     turn = msgspec.structs.replace(turn, phase=Running())
-    if approval.answer:
-        result = yield CallTool(call, _idempotency_key(given.address, turn, call))
-        assert isinstance(result, ToolResult)
-        turn = _append(turn, _tool_message(call, result.content))
+    if approval.asked is not None or approval.answer:
+        key = _idempotency_key(given.address, turn, call)
+        asked = approval.asked
+        answer = InputAnswer(asked, bool(approval.answer), approval.answers) if asked else None
+        turn, status = yield from _called(turn, CallTool(call, key, answer), remaining)
+        if status != _GO_ON:
+            return turn, status
     else:
         note = f" Their note: {approval.note}" if approval.note else ""
         turn = _append(turn, _tool_message(call, f"A person denied this call.{note}"))
@@ -260,13 +264,30 @@ def _run_calls(
             assert isinstance(result, ToolResult)
             turn = _append(turn, _tool_message(call, result.content))
         else:
-            result = yield CallTool(call, _idempotency_key(given.address, turn, call))
-            assert isinstance(result, ToolResult)
-            turn = _append(turn, _tool_message(call, result.content))
+            command = CallTool(call, _idempotency_key(given.address, turn, call))
+            turn, status = yield from _called(turn, command, calls[index + 1 :])
+            if status != _GO_ON:
+                return turn, status
     if wait_asked and turn.pending:
         yield Wait(tuple(child.address for child in turn.pending))
         return msgspec.structs.replace(turn, phase=AwaitingChildren()), _PAUSED
     return turn, _GO_ON
+
+
+def _called(
+    turn: TurnState, command: CallTool, rest: tuple[ToolCall, ...]
+) -> Generator[Command, Result, tuple[TurnState, str]]:
+    """Make one tool call. A call that asks a person for input parks the turn on it, as an
+    approval does (the rest of its round waits in `remaining`)."""
+    call = command.call
+    result = yield command
+    assert isinstance(result, ToolResult)
+    if result.asked is None:
+        return _append(turn, _tool_message(call, result.content)), _GO_ON
+    request_id = f"t{turn.number}r{turn.round}-{call.id}-input{result.asked.leg}"
+    yield AskApproval(request_id, call, result.asked)
+    pending = PendingApproval(request_id, call, asked=result.asked)
+    return msgspec.structs.replace(turn, phase=AwaitingApproval(pending, rest)), _PAUSED
 
 
 def _spawn(

@@ -28,7 +28,9 @@ from schemas.chat import ToolCall, ToolDefinition
 from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
 from schemas.mcp import PREFIX, McpCatalog, McpTool
+from schemas.questions import InputAnswer, InputAsked
 from services.effects.ledger import EffectLedger
+from services.mcp.asking import MidCall, asked_of
 from services.mcp.client import call_tool, connected, list_tools
 from services.mcp.config import Secret, SecretMissingError, Server
 from services.mcp.content import UNSAFE, Kept, content_text
@@ -90,38 +92,50 @@ class McpHub:
             return f"{problem} Its tools are not available this turn."
         return tuple(_tool(server.name, tool) for tool in found)
 
-    def run(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
-        """One call, never raising: a failure is a result the model reads. Stamped with
-        when it ran (inside the journaled step, so a replay reads the same times)."""
+    def run(
+        self, call: ToolCall, key: str, tool: McpTool, answer: InputAnswer | None = None
+    ) -> ToolResult:
+        """One call, or the call again with a person's `answer` to what it asked; never
+        raising: a failure is a result the model reads. Stamped with when it ran (inside
+        the journaled step, so a replay reads the same times). Each answered leg of a call
+        is a send of its own in the ledger, keyed `KEY/inputN`."""
         started = time.time()  # noqa: TID251 - inside the journaled step
-        result = self._run(call, key, tool)
+        leg_key = key if answer is None else f"{key}/input{answer.asked.leg}"
+        result = self._run(call, leg_key, tool, answer)
         finished = time.time()  # noqa: TID251 - inside the journaled step
         return msgspec.structs.replace(result, started=started, finished=finished)
 
-    def _run(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+    def _run(
+        self, call: ToolCall, key: str, tool: McpTool, answer: InputAnswer | None
+    ) -> ToolResult:
         if tool.read_only:
-            return self._send(call, key, tool)
+            return self._send(call, key, tool, answer)
         claim = self._ledger.begin(key)
         if not claim.first:
             if claim.finished is None:
                 return _result(call, "unknown", UNKNOWN_OUTCOME)
             return claim.finished.result
-        result = self._send(call, key, tool)
+        result = self._send(call, key, tool, answer)
         self._ledger.finish(key, Finished(result))
         return result
 
-    def _send(self, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+    def _send(
+        self, call: ToolCall, key: str, tool: McpTool, answer: InputAnswer | None
+    ) -> ToolResult:
         server = self._servers.get(tool.server)
         if server is None:
             return _result(call, "error", f"The MCP server {tool.server} is no longer configured.")
-        return asyncio.run(self._call(server, call, key, tool))
+        return asyncio.run(self._call(server, call, key, tool, answer))
 
-    async def _call(self, server: Server, call: ToolCall, key: str, tool: McpTool) -> ToolResult:
+    async def _call(
+        self, server: Server, call: ToolCall, key: str, tool: McpTool, answer: InputAnswer | None
+    ) -> ToolResult:
+        mid_call = MidCall(server.name)
         try:
             with anyio.fail_after(self._deadline):
-                async with connected(server, key, seconds=self._deadline) as client:
-                    answer = await call_tool(
-                        client, tool.tool, call.arguments, tool.definition.parameters
+                async with connected(server, key, self._deadline, mid_call) as client:
+                    found = await call_tool(
+                        client, tool.tool, call.arguments, tool.definition.parameters, answer
                     )
         except TimeoutError:
             return self._late(call, tool)
@@ -129,9 +143,25 @@ class McpHub:
             sent = not tool.read_only and not isinstance(error, SecretMissingError)
             status: ToolStatus = "unknown" if sent else "error"
             return _result(call, status, self._problem(server, f"calling {tool.tool}", error))
+        if isinstance(found, mcp_types.InputRequiredResult):
+            return self._asking(
+                server, call, tool, asked_of(found, answer.asked.leg + 1 if answer else 1)
+            )
         kept = Kept(self._store, f"mcp/{tool.server}/{_call_folder(key)}")
-        text = self._scrub(server, content_text(answer, kept))
-        return _result(call, "error" if answer.is_error else "ok", text, kept)
+        text = self._scrub(
+            server, "".join(f"{note}\n\n" for note in mid_call.notes) + content_text(found, kept)
+        )
+        return _result(call, "error" if found.is_error else "ok", text, kept)
+
+    def _asking(
+        self, server: Server, call: ToolCall, tool: McpTool, asked: InputAsked | str
+    ) -> ToolResult:
+        what = f"The MCP tool {tool.tool} of {server.name}"
+        if isinstance(asked, str):
+            return _result(call, "error", f"{what} {asked}; the call could not go on.")
+        shown = "; ".join(self._scrub(server, q.message) for q in asked.questions.values())
+        waiting = f"{what} waits for a person's answer: {shown}"
+        return msgspec.structs.replace(_result(call, "ok", waiting), asked=asked)
 
     def _late(self, call: ToolCall, tool: McpTool) -> ToolResult:
         what = (

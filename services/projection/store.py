@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +26,8 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from schemas.events import BODY_TAGS, Event
+from schemas.events import BODY_TAGS, ApprovalRequested, Event
+from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.catalog import Decided, catalog_rows
@@ -102,6 +103,8 @@ class ApprovalRow:
     turn: int
     answered: bool
     turn_ended: bool
+    questions: dict[str, Question] = field(default_factory=dict)
+    """What the call asks the person, when it asks (`approval_requested`'s questions)."""
 
 
 class ProjectionStore:
@@ -226,7 +229,7 @@ class ProjectionStore:
     async def approval(self, agent: str, request_id: str) -> ApprovalRow | None:
         """What the timeline shows of one approval request: None when it was never asked."""
         rows = await self._db.execute_fetchall(
-            "select type, turn from events where agent = ? and type in"
+            "select type, turn, event from events where agent = ? and type in"
             " ('approval_requested', 'approval_answered', 'approval_abandoned')"
             " and json_extract(cast(event as text), '$.body.request_id') = ?",
             (agent, request_id),
@@ -235,13 +238,17 @@ class ProjectionStore:
         if "approval_requested" not in types:
             return None
         turn = types["approval_requested"]
+        asked = next(row[2] for row in rows if row[0] == "approval_requested")
+        body = msgspec.json.decode(asked, type=Event).body
         ended = await self._one_or_none(
             "select 1 from events where agent = ? and turn = ? and type = 'turn_ended'",
             agent,
             turn,
         )
         answered = "approval_answered" in types
-        return ApprovalRow(turn, answered, ended is not None or "approval_abandoned" in types)
+        ended_ = ended is not None or "approval_abandoned" in types
+        questions = body.questions if isinstance(body, ApprovalRequested) else {}
+        return ApprovalRow(turn, answered, ended_, questions)
 
     async def turn(self, agent: str, turn: int) -> list[Event]:
         """The events recorded in one turn, in seq order ([] for a turn never started)."""

@@ -30,6 +30,7 @@ from schemas.harness import (
     TurnState,
 )
 from schemas.model import Usage
+from schemas.questions import InputAsked, Question
 from schemas.spec import AgentSpec
 from schemas.state import KEEP_ANSWERED, AgentRecord, Ledger
 from schemas.wake import Approval, ChildReport, Message, ParentRef, Stop, Timer
@@ -435,3 +436,26 @@ def test_the_same_inputs_give_the_same_reaction() -> None:
     for record in PHASES.values():
         for given in (Message("m"), report(), Approval(REQUEST, True), Stop(), Timer("park", 1)):
             assert react(ME, record, given) == react(ME, record, given)
+
+
+def test_answers_that_do_not_fit_the_questions_are_refused_and_the_request_still_waits() -> None:
+    asked = InputAsked({"quantity": Question("How many?", QUANTITY)})
+    waiting = AwaitingApproval(PendingApproval(REQUEST, CALL, asked=asked))
+    record = msgspec.structs.replace(IDLE, turn=turn(waiting))
+    wrong = react(ME, record, Approval(REQUEST, True, by="ops", answers={"quantity": {"n": "x"}}))
+    sentence = (
+        "The answer to 'quantity' gives 'n' \"x\", which is not an integer. "
+        f"Approval request {REQUEST!r} still waits for an answer."
+    )
+    assert bodies(wrong) == [ApprovalRefused(REQUEST, "wrong_answer", True, "ops", sentence)]
+    assert last(wrong) == RefuseWake(422, sentence)
+    assert wrong.record == record
+    right = react(ME, record, Approval(REQUEST, True, by="ops", answers={"quantity": {"n": 2}}))
+    drive = last(right)
+    assert isinstance(drive, Drive)
+    assert isinstance(drive.turn.phase, AwaitingApproval)
+    assert drive.turn.phase.approval.answers == {"quantity": {"n": 2}}
+    assert bodies(right) == [ApprovalAnswered(REQUEST, True, "", "ops", {"quantity": {"n": 2}})]
+
+
+QUANTITY = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}

@@ -7,7 +7,11 @@ the scenario in `MCP_CONFORMANCE_SCENARIO`). The probe takes the catalog a turn 
 would, each through `McpHub.run`: the calls the scenario's context names
 (`MCP_CONFORMANCE_CONTEXT`'s `toolCalls`), else one call of each listed tool with
 arguments made from its schema. One scenario asks the model to echo what it was shown of
-a tool's schema: it gets the schema exactly as the catalog holds it.
+a tool's schema: it gets the schema exactly as the catalog holds it. A call that asks for
+a person's input (an input-required result) is answered as a person would answer it
+through teaspill: each form filled in, the answers checked as the agent checks them, and
+the call sent again with them (`McpHub.run` with the answer, as the driver does once the
+answer arrives).
 
 Each result is printed as a JSON line; the exit status is 1 when the catalog could not be
 taken.
@@ -24,6 +28,7 @@ import msgspec
 
 from schemas.chat import ToolCall
 from schemas.mcp import McpCatalog, McpTool
+from schemas.questions import InputAnswer, InputAsked, answer_problem
 from services.effects.ledger import MemoryLedger
 from services.mcp.config import Server
 from services.mcp.hub import McpHub
@@ -85,8 +90,23 @@ def main(url: str) -> int:
     for index, (tool, arguments) in enumerate(planned_calls(catalog, context)):
         call = ToolCall(f"call-{index}", tool.definition.name, arguments)
         result = hub.run(call, f"conformance-{index}", tool)
+        while result.asked is not None:
+            result = hub.run(call, f"conformance-{index}", tool, answered(result.asked))
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
     return 0
+
+
+def answered(asked: InputAsked) -> InputAnswer:
+    """What a person would answer: each form filled in, as the agent checks answers."""
+    answers = {
+        key: arguments_for(question.schema)
+        for key, question in asked.questions.items()
+        if not question.url
+    }
+    problem = answer_problem(asked.questions, answers)
+    if problem:
+        raise SystemExit(problem)
+    return InputAnswer(asked, accept=True, answers=answers)
 
 
 if __name__ == "__main__":

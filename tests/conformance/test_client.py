@@ -68,6 +68,25 @@ SCENARIOS: list[tuple[str, str, set[str]]] = [
     ("json-schema-ref-no-deref", STATELESS, {"sep-2106-no-network-ref-deref"}),
     ("json-schema-2020-12-preservation", STATEFUL, PRESERVED),
     ("json-schema-2020-12-preservation", STATELESS, PRESERVED),
+    (
+        "sep-2322-client-request-state",
+        STATELESS,
+        {
+            "sep-2322-client-request-state-echoed",
+            "sep-2322-client-jsonrpc-id-different",
+            "sep-2322-client-no-state-omitted",
+            "sep-2322-client-parallel-isolation",
+            "sep-2322-default-result-type-complete",
+        },
+    ),
+    (
+        "elicitation-sep1034-client-defaults",
+        STATEFUL,
+        {
+            f"client-elicitation-sep1034-{kind}-default"
+            for kind in ("string", "integer", "number", "enum", "boolean")
+        },
+    ),
 ]
 
 
@@ -82,3 +101,13 @@ def test_the_client_passes(
     outcome = run_client(scenario, version, tmp_path)
     assert outcome.failed() == {}, outcome.output
     assert succeeding <= outcome.succeeded(), outcome.output
+
+
+def test_a_result_without_result_type_reaches_the_model_as_complete(tmp_path: Path) -> None:
+    """The suite checks only that the client did not call again; the model must also read
+    what the tool answered (the SDK alone refuses such a result)."""
+    outcome = run_client("sep-2322-client-request-state", STATELESS, tmp_path)
+    assert outcome.failed() == {}, outcome.output
+    printed = next(tmp_path.glob("*/stdout.txt")).read_text()
+    assert '"content":"no-result-type-test-ok"' in printed, printed
+    assert '"content":"echo-state-ok"' in printed, printed

@@ -28,10 +28,11 @@ from schemas.harness import (
     TurnState,
     Wait,
 )
+from schemas.questions import InputAnswer, InputAsked, Question
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import ChildReport
 from services.executor.scripted import follow_directives, script
-from services.harness.inprocess import Recording, run_in_process
+from services.harness.inprocess import Recording, ToolRunner, run_in_process
 from services.harness.loop import TurnInput, child_reported, run_turn
 from services.tools.builtin import CALCULATOR
 
@@ -361,3 +362,85 @@ def test_a_notice_follows_the_instructions_and_moves_the_fingerprint() -> None:
     assert without.request.messages[0].content == "Be brief."
     assert with_notice.fingerprint != without.fingerprint
     assert first_call(told).fingerprint == with_notice.fingerprint
+
+
+# --- a call that asks a person for input ---------------------------------------------
+
+ASKED = InputAsked({"quantity": Question("How many?", {"type": "object"})}, state="s1")
+
+
+def asking(legs: int) -> ToolRunner:
+    """A tool that asks for input `legs` times, then answers with what it was told."""
+
+    def tool(command: CallTool) -> ToolResult:
+        call = command.call
+        leg = command.answer.asked.leg if command.answer is not None else 0
+        if leg < legs:
+            asked = msgspec.structs.replace(ASKED, leg=leg + 1)
+            return ToolResult(call.id, call.name, "ok", "waits", asked=asked)
+        answer = command.answer
+        assert answer is not None
+        return ToolResult(call.id, call.name, "ok", f"got {answer.answers} {answer.accept}")
+
+    return tool
+
+
+def order_turn() -> TurnInput:
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "1"}}]},
+        {"reply": "{results}"},
+    )
+    return start(text)
+
+
+def test_a_call_that_asks_for_input_parks_the_turn_as_an_approval() -> None:
+    recording = run_in_process(order_turn(), follow_directives, asking(1))
+    assert kinds(recording) == ["CallModel", "CallTool", "AskApproval"]
+    ask = recording.commands[-1]
+    assert isinstance(ask, AskApproval)
+    assert (ask.request_id, ask.asked) == ("t1r1-call_0-input1", ASKED)
+    final = recording.final
+    assert final is not None
+    assert isinstance(final.phase, AwaitingApproval)
+    assert final.phase.approval.asked == ASKED
+
+
+def answered(first: Recording, approve: bool, legs: int) -> Recording:
+    assert first.final is not None
+    phase = first.final.phase
+    assert isinstance(phase, AwaitingApproval)
+    answers = {"quantity": {"n": 3}} if approve else {}
+    approval = msgspec.structs.replace(phase.approval, answer=approve, answers=answers)
+    turn = msgspec.structs.replace(
+        first.final, phase=msgspec.structs.replace(phase, approval=approval)
+    )
+    return run_in_process(
+        dataclasses.replace(order_turn(), turn=turn), follow_directives, asking(legs)
+    )
+
+
+def test_the_answer_sends_the_call_again_with_it_under_the_same_key() -> None:
+    first = run_in_process(order_turn(), follow_directives, asking(1))
+    recording = answered(first, approve=True, legs=1)
+    assert kinds(recording) == ["CallTool", "CallModel", "Reply"]
+    again = recording.commands[0]
+    assert isinstance(again, CallTool)
+    assert again.answer == InputAnswer(ASKED, True, {"quantity": {"n": 3}})
+    (before,) = [c for c in first.commands if isinstance(c, CallTool)]
+    assert again.idempotency_key == before.idempotency_key
+    reply = recording.commands[-1]
+    assert isinstance(reply, Reply)
+    assert reply.text == "got {'quantity': {'n': 3}} True"
+
+
+def test_a_declined_question_is_sent_as_declined_and_a_second_question_parks_again() -> None:
+    first = run_in_process(order_turn(), follow_directives, asking(2))
+    second = answered(first, approve=False, legs=2)
+    assert kinds(second) == ["CallTool", "AskApproval"]
+    again = second.commands[0]
+    assert isinstance(again, CallTool)
+    assert again.answer is not None
+    assert not again.answer.accept
+    ask = second.commands[-1]
+    assert isinstance(ask, AskApproval)
+    assert ask.request_id == "t1r1-call_0-input2"
