@@ -107,7 +107,7 @@ def test_only_the_composition_root_knows_both_planes() -> None:
 
 
 def test_every_package_states_its_invariants_in_a_readme() -> None:
-    for package in ("harness", "agent", "executor", "tools", "stack", "workspace"):
+    for package in ("harness", "agent", "executor", "tools", "stack", "workspace", "evals"):
         assert (ROOT / "services" / package / "README.md").is_file(), package
 
 

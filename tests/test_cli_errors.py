@@ -31,6 +31,7 @@ SAMPLES = {
     "schedule_id": "s1",
     "template": "Build {{ id }}",
     "hook_id": "acme.0123456789abcdef0123",
+    "eval_file": str(ROOT / "examples" / "assistant-evals.toml"),
 }
 OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
 """Options a command cannot run without."""
@@ -38,6 +39,7 @@ OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
 NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
     "teaspill env": "prints the addresses a stack of this home uses, running or not",
+    "teaspill eval compare": "reads two results files: no stack is involved",
 }
 
 

@@ -24,6 +24,8 @@ import msgspec
 from schemas.address import InvalidAddressError
 from services.cli.home import write_private
 from services.client import ApiError
+from services.evals.report import ReportError
+from services.evals.suite import EvalFileError
 from services.ingress import IngressError
 from services.settings import ConfigError
 from services.specs import SpecError
@@ -158,6 +160,8 @@ _SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]]
     (ConfigError, lambda e: (str(e), 2)),
     (SpecError, lambda e: (str(e), 2)),
     (UsageError, lambda e: (str(e), 2)),
+    (EvalFileError, lambda e: (str(e), 2)),
+    (ReportError, lambda e: (str(e), 2)),
     (NotThereError, lambda e: (str(e), 1)),
     (InvalidAddressError, lambda e: (f"{str(e).rstrip('.')}.", 2)),
     (StackError, lambda e: (str(e), 1)),

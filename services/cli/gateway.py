@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from schemas.address import parse_address
+from schemas.spec import AgentSpec
 from services.cli.errors import explain
 from services.cli.home import write_private
 from services.client import ApiError, Client
@@ -23,7 +24,7 @@ from services.contracts import ADD_KEY
 from services.ingress import Ingress, IngressError
 from services.keys import new_key
 from services.settings import Settings
-from services.specs import Offer
+from services.specs import Offer, check_spec, load_spec
 from services.stack import StackError
 from services.stack.gateway import local_url
 
@@ -89,6 +90,15 @@ def _keep(settings: Settings, tenant: str, key: str) -> None:
     write_private(_path(settings), json.dumps(keys))
 
 
+def spec_file(path: Path, doors: Doors, tenant: str) -> AgentSpec:
+    """A spec file, checked first on its own (a wrong file is the user's to fix before
+    anything is reached), then against the models and tools the running deployment says
+    it offers: the names its publish is checked against."""
+    spec = load_spec(path)
+    check_spec(spec, f"The spec file {path}", offer_of(doors, tenant))
+    return spec
+
+
 def offer_of(doors: Doors, tenant: str) -> Offer | None:
     """What the running deployment says a spec of `tenant` may name; None when it checks no
     names. A deployment that cannot be asked is said so, and nothing is sent."""
@@ -119,6 +129,11 @@ class Doors:
 
     def agent(self, address: str) -> Client:
         return self.tenant(tenant_of(address))
+
+    def key(self, tenant: str) -> str:
+        """The CLI's key for `tenant` (made first if need be), for a client of its own."""
+        self.tenant(tenant)
+        return _kept(self.settings)[tenant]
 
     def close(self) -> None:
         for client in self._clients.values():

@@ -7,14 +7,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from schemas.spec import AgentSpec
-from services.cli import admin, health, hooks, schedules, stack, talk
+from services.cli import admin, evals, health, hooks, schedules, stack, talk
 from services.cli.errors import guarded
-from services.cli.gateway import Doors, offer_of, tenant_of
+from services.cli.gateway import Doors, spec_file, tenant_of
 from services.cli.home import exports, located
 from services.keys import SCOPES
 from services.settings import Settings, load_settings
-from services.specs import check_spec, load_spec
+from services.specs import load_spec
 
 EXAMPLE_AGENT = "local.assistant"
 
@@ -216,6 +215,7 @@ def parser() -> argparse.ArgumentParser:
     _talk_commands(verbs)
     schedules.commands(verbs)
     hooks.commands(verbs)
+    evals.commands(verbs)
     _admin_commands(verbs)
     return cli
 
@@ -276,15 +276,6 @@ def _chat(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
     spec = spec_file(args.spec, doors, tenant_of(args.address)) if args.spec else None
     talk.open_chat(doors.agent(args.address), args.address, spec)
     return 0
-
-
-def spec_file(path: Path, doors: Doors, tenant: str) -> AgentSpec:
-    """A spec file, checked first on its own (a wrong file is the user's to fix before
-    anything is reached), then against the models and tools the running deployment says
-    it offers: the names its publish is checked against."""
-    spec = load_spec(path)
-    check_spec(spec, f"The spec file {path}", offer_of(doors, tenant))
-    return spec
 
 
 def _show(doors: Doors, address: str) -> int:

@@ -1,0 +1,129 @@
+"""`teaspill eval run` through a real stack: the gateway, the agent's wakes, the pipeline
+and the executors production uses, graded on the timelines the cases recorded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.cli.main import main
+from services.stack import Gateway, settings_env
+from tests.durable.conftest import LiveStack
+
+pytestmark = pytest.mark.durable
+
+SPEC = """
+kind = "eval-clerk"
+instructions = "Be exact."
+model = "script"
+tools = ["calculator"]
+"""
+
+FIVE_CASES = """
+spec = "clerk.toml"
+concurrency = 3
+timeout = 120
+
+[[cases]]
+name = "echoes"
+messages = ["hello"]
+expect = [{ reply_contains = "You said: hello" }, { outcome = "succeeded" }, { max_rounds = 1 }]
+
+[[cases]]
+name = "adds with the calculator"
+messages = ['''
+{"calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]}
+{"reply": "The sum is {results}."}
+''']
+expect = [
+  { tool_called = "calculator", arguments = { expression = "2+2" } },
+  { reply_matches = "sum is 4\\\\b" },
+  { max_rounds = 2 },
+]
+
+[[cases]]
+name = "follows its instructions"
+messages = ['{"reply": "{system}"}']
+expect = [{ reply_contains = "Be exact." }]
+
+[[cases]]
+name = "answers without tools"
+messages = ['{"reply": "No tool needed."}']
+expect = [{ tool_not_called = "calculator" }, { max_tokens = 1000 }]
+
+[[cases]]
+name = "keeps a conversation"
+messages = ["first", "second"]
+expect = [{ reply_contains = "You said: second" }, { reply_lacks = "first" }]
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(stack: LiveStack) -> Iterator[Gateway]:
+    part = Gateway(stack.settings)
+    part.start()
+    yield part
+    part.stop()
+
+
+@pytest.fixture
+def cli(stack: LiveStack, gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name, value in settings_env(stack.settings).items():
+        monkeypatch.setenv(name, value)
+
+    def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    (tmp_path / "clerk.toml").write_text(SPEC)
+    path = tmp_path / "clerk-evals.toml"
+    path.write_text(FIVE_CASES)
+    return path
+
+
+def test_five_cases_pass_and_a_changed_spec_fails_the_one_it_breaks(
+    cli: Any, suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tmp_path / "before.json"
+    code, out, err = cli("eval", "run", str(suite), "--out", str(before), capsys=capsys)
+    assert (code, err) == (0, ""), out
+    assert "5 of 5 cases passed (100%); the threshold is 100%: at or above it." in out
+    report = json.loads(before.read_text())
+    cases = {case["name"]: case for case in report["cases"]}
+    assert [c["passed"] for c in cases.values()] == [True] * 5
+    assert cases["adds with the calculator"]["rounds"] == 2
+    addresses = {c["address"] for c in cases.values()}
+    assert len(addresses) == 5
+    assert all(a.startswith("evals.") for a in addresses)
+
+    vague = tmp_path / "vague.toml"
+    vague.write_text(SPEC.replace("Be exact.", "Be vague."))
+    after = tmp_path / "after.json"
+    code, out, err = cli(
+        "eval", "run", str(suite), "--spec", str(vague), "--out", str(after), capsys=capsys
+    )
+    assert code == 1
+    assert err.startswith(
+        "case 'follows its instructions' failed reply_contains 'Be exact.': "
+        "The reply does not contain it: 'Be vague."
+    ), err
+    assert "4 of 5 cases passed (80%); the threshold is 100%: below it." in out
+    again = {c["address"] for c in json.loads(after.read_text())["cases"]}
+    assert not again & addresses, "a second run gets fresh agents"
+
+    code, out, _ = cli("eval", "compare", str(before), str(after), capsys=capsys)
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.startswith("follows its instructions"))
+    assert row.split()[3:6] == ["pass", "FAIL", "broke"]
+    assert "A: 5 of 5 (100%); B: 4 of 5 (80%)." in out
+    assert cli("eval", "compare", str(after), str(before), capsys=capsys)[0] == 0
