@@ -20,6 +20,8 @@ class CaseResult(msgspec.Struct, frozen=True):
     rounds: int
     tokens: int
     seconds: float
+    """How long the case's turns took, from its first message to its last turn's end
+    (the judge's time not counted)."""
     grades: tuple[GradeResult, ...]
     spec: str = ""
     """`kind@sha256-prefix` of the spec the case ran with."""

@@ -89,6 +89,7 @@ async def run_suite(
 async def run_case(client: AsyncClient, suite: Suite, plan: Planned) -> CaseResult:
     begun = time.monotonic()
     seen = await converse(client, plan.address, plan.kind, plan.case.messages, suite.timeout)
+    seconds = round(time.monotonic() - begun, 3)
     grades: list[GradeResult] = []
     for grader in plan.case.expect:
         if isinstance(grader, Judge):
@@ -103,7 +104,7 @@ async def run_case(client: AsyncClient, suite: Suite, plan: Planned) -> CaseResu
         reply=seen.reply,
         rounds=seen.rounds,
         tokens=seen.tokens,
-        seconds=round(time.monotonic() - begun, 3),
+        seconds=seconds,
         grades=tuple(grades),
         spec=plan.spec_label,
     )

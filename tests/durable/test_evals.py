@@ -127,3 +127,39 @@ def test_five_cases_pass_and_a_changed_spec_fails_the_one_it_breaks(
     assert row.split()[3:6] == ["pass", "FAIL", "broke"]
     assert "A: 5 of 5 (100%); B: 4 of 5 (80%)." in out
     assert cli("eval", "compare", str(after), str(before), capsys=capsys)[0] == 0
+
+
+def test_a_judge_is_asked_in_an_agent_of_its_own_and_read_strictly(
+    cli: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scripted model answers the judge `You said: ...`: no verdict, so the grade
+    fails and says what the judge wrote."""
+    (tmp_path / "clerk.toml").write_text(SPEC)
+    judged = tmp_path / "judged.toml"
+    judged.write_text(
+        'spec = "clerk.toml"\n[judge]\nmodel = "script"\n[[cases]]\nname = "judged"\n'
+        'messages = ["hello"]\nexpect = [{ judge = "Is the reply polite?" }]\n'
+    )
+    out_file = tmp_path / "judged.json"
+    code, _, err = cli("eval", "run", str(judged), "--out", str(out_file), capsys=capsys)
+    assert code == 1
+    assert err.startswith(
+        "case 'judged' failed judge 'Is the reply polite?': The judge gave no verdict (its "
+        "first line must be PASS or FAIL): 'You said: Question: Is the reply polite?"
+    ), err
+    [case] = json.loads(out_file.read_text())["cases"]
+    assert case["reply"] == "You said: hello"
+
+
+@pytest.mark.model
+def test_the_example_evals_run_end_to_end_on_the_bundled_model(
+    cli: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "assistant-evals.toml"
+    results = tmp_path / "assistant.json"
+    code, out, err = cli("eval", "run", str(example), "--out", str(results), capsys=capsys)
+    assert (code, err) == (0, ""), out
+    report = json.loads(results.read_text())
+    assert [c["outcome"] for c in report["cases"]] == ["succeeded", "succeeded"]
+    assert all(c["reply"].strip() and c["tokens"] > 0 for c in report["cases"])
+    assert "2 of 2 cases passed (100%)" in out
