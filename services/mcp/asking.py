@@ -72,6 +72,6 @@ class MidCall:
             return mcp_types.ElicitResult(action="accept", content=defaults)
         self.notes.append(
             f"{asked}; on this server's protocol revision a call cannot wait for a person, "
-            "so teaspill declined it."
+            "so it was declined."
         )
         return mcp_types.ElicitResult(action="decline")

@@ -77,7 +77,7 @@ def test_mid_call_a_form_whose_fields_all_have_defaults_is_accepted_with_them() 
 def test_mid_call_any_other_question_is_declined_and_the_model_is_told_why() -> None:
     mid = MidCall("shop")
     assert _ask(mid, FORM).action == "decline"
-    assert "a call cannot wait for a person, so teaspill declined it" in mid.notes[0]
+    assert "a call cannot wait for a person, so it was declined" in mid.notes[0]
 
 
 def _response(result: dict[str, Any]) -> SessionMessage:
