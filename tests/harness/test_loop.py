@@ -444,3 +444,24 @@ def test_a_declined_question_is_sent_as_declined_and_a_second_question_parks_aga
     ask = second.commands[-1]
     assert isinstance(ask, AskApproval)
     assert ask.request_id == "t1r1-call_0-input2"
+
+
+def test_an_approved_ask_call_that_then_asks_for_input_parks_again() -> None:
+    first = run(guarded(ask_then_more()))
+    assert first.final is not None
+    phase = first.final.phase
+    assert isinstance(phase, AwaitingApproval)
+    approved = msgspec.structs.replace(phase.approval, answer=True)
+    turn = msgspec.structs.replace(
+        first.final, phase=msgspec.structs.replace(phase, approval=approved)
+    )
+    recording = run_in_process(
+        TurnInput("acme.bot", turn, (), GUARDED_TOOLS), follow_directives, asking(1)
+    )
+    assert kinds(recording) == ["CallTool", "AskApproval"]
+    ask = recording.commands[-1]
+    assert isinstance(ask, AskApproval)
+    assert ask.request_id == "t1r1-call_0-input1"
+    assert recording.final is not None
+    assert isinstance(recording.final.phase, AwaitingApproval)
+    assert [c.name for c in recording.final.phase.remaining] == ["calculator"]

@@ -75,7 +75,7 @@ export class AgentPage {
     return {
       canWrite: this.canWrite,
       approval: (id) => this.approvals.get(id) || {},
-      answer: (id, approve, note) => this.answer(id, approve, note),
+      answer: (id, approve, note, answers) => this.answer(id, approve, note, answers),
       children: (turn) => this.children.get(turn) || [],
     };
   }
@@ -288,9 +288,10 @@ export class AgentPage {
     this.startFollow();
   }
 
-  async answer(id, approve, note) {
+  async answer(id, approve, note, answers) {
     try {
-      await this.api.post(`${agentPath(this.address)}/approvals/${encodeURIComponent(id)}`, { approve, note });
+      const body = answers ? { approve, note, answers } : { approve, note };
+      await this.api.post(`${agentPath(this.address)}/approvals/${encodeURIComponent(id)}`, body);
       if (!(this.approvals.get(id) || {}).settled) {
         this.approvals.set(id, { sent: `${approve ? "Approval" : "Denial"} sent; the outcome shows on the timeline.` });
       }

@@ -117,15 +117,42 @@ function approvalRequested(e, b, context) {
     node.append(h("div", { class: "notice" }, state.sent));
     return node;
   }
+  const questions = Object.entries(b.questions || {});
+  for (const [, q] of questions) node.append(h("div", { class: "notice" }, q.url ? `${q.message} ${q.url}` : q.message));
   if (!context.canWrite) return node;
   const note = h("input", { type: "text", placeholder: "Note for the model (optional)", "aria-label": `Note for ${b.request_id}` });
-  const answer = (approve) => context.answer(b.request_id, approve, note.value);
+  const forms = questions.filter(([, q]) => !q.url).map(([key, q]) => [key, questionFields(key, q.schema || {})]);
+  for (const [, form] of forms) node.append(form.node);
+  const answers = () => Object.fromEntries(forms.map(([key, form]) => [key, form.values()]));
+  const answer = (approve) => context.answer(b.request_id, approve, note.value, approve && forms.length ? answers() : undefined);
   node.append(h("div", { class: "approval" },
     h("button", { type: "button", class: "primary", onclick: () => answer(true) }, "Approve"),
     h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "Deny"),
     note,
     state.error ? h("span", { class: "bad" }, state.error) : null));
   return node;
+}
+
+// A form of a tool's question: one labelled input per field of its schema; a field left
+// empty is left out, so the gateway's check names what is missing.
+function questionFields(key, schema) {
+  const fields = Object.entries(schema.properties || {}).map(([name, prop]) => {
+    const label = `${name}${(schema.required || []).includes(name) ? " (required)" : ""}`;
+    const aria = `${key} ${name}`;
+    let input;
+    if (Array.isArray(prop.enum)) input = h("select", { "aria-label": aria }, h("option", { value: "" }, ""), prop.enum.map((v) => h("option", { value: String(v) }, String(v))));
+    else if (prop.type === "boolean") input = h("input", { type: "checkbox", "aria-label": aria });
+    else input = h("input", { type: prop.type === "integer" || prop.type === "number" ? "number" : "text", "aria-label": aria });
+    const value = () => {
+      if (prop.type === "boolean") return input.checked;
+      if (input.value === "") return undefined;
+      if (prop.type === "integer" || prop.type === "number") return Number(input.value);
+      return input.value;
+    };
+    return { name, value, node: h("label", {}, label, " ", input) };
+  });
+  const values = () => Object.fromEntries(fields.map((f) => [f.name, f.value()]).filter(([, v]) => v !== undefined));
+  return { values, node: h("div", { class: "approval" }, fields.map((f) => f.node)) };
 }
 
 export function eventBody(e, context) {
