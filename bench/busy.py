@@ -76,8 +76,8 @@ def exchange(
 ) -> Case:
     """A slow turn, then the second message with `policy` once the turn runs."""
     before = {invocation.id for invocation in admin.invocations()}
-    slow = Message(slow_turn(seconds), kind=KIND, while_busy="queue")
-    first = ingress.send_message(address, slow)
+    # The first message goes to the wake alone: only the second one's path is compared.
+    first = ingress.send_wake(address, Message(slow_turn(seconds), kind=KIND))
     _running(ingress, address)
     began = time.monotonic()
     second = ingress.send_message(address, Message(SECOND, id=f"{address}-2", while_busy=policy))

@@ -95,15 +95,19 @@ class StoredAgent(msgspec.Struct, frozen=True):
 
 class RunningWake(msgspec.Struct, frozen=True):
     """The value of the `running` key: the wake that runs a turn now (or ran the last
-    one), and the awakeable it listens to at each round boundary (`Bell`)."""
+    one), and the awakeables it listens to at each round boundary (`Bell`): `bell` for a
+    message that steers or a pause, `queue_bell` for a message that queues behind it."""
 
     invocation: str
     bell: str = ""
+    queue_bell: str = ""
 
 
 class Bell(msgspec.Struct, frozen=True):
     """What rings a running turn's bell: a message that joins it (`while_busy: steer`),
-    or a pause. The turn hears it at its next round boundary."""
+    or a pause; on its queue bell, a message that queues behind it (the turn records
+    `message_queued`, so the agent's queue counts it). The turn hears it at its next
+    round boundary."""
 
     message: Message | None = None
     pause: Pause | None = None

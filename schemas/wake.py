@@ -150,9 +150,9 @@ class Arrival(msgspec.Struct, frozen=True):
 
 def acts_on_a_running_turn(message: Message) -> bool:
     """Whether a running turn should hear of `message` at once: a sender tells the
-    `arrived` handler of a message that interrupts or steers (or may, by its agent's
-    spec); one that queues or is rejected waits for the wake it is."""
-    return message.while_busy not in {"queue", "reject"}
+    `arrived` handler of every message but one that is rejected (which waits for the
+    wake it is): it interrupts, steers, or is recorded queued by the running turn."""
+    return message.while_busy != "reject"
 
 
 class WakeEnvelope(msgspec.Struct, frozen=True):

@@ -81,7 +81,7 @@ TENANT_SCHEDULES = "TenantSchedules"
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
 ARRIVED = Handler(AGENT, "arrived", Arrival, Empty)
-"""Shared: a message sent to `wake` that interrupts or steers a turn running now."""
+"""Shared: a message sent to `wake`, told to a turn running now (interrupt, steer, queue)."""
 PAUSE = Handler(AGENT, "pause", Pause, Empty)
 """Shared: holds a running turn at its next round boundary, then sends `wake` a `Pause`."""
 STATUS = Handler(AGENT, "status", Empty, AgentStatus)

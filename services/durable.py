@@ -132,9 +132,9 @@ async def deliver(
 ) -> None:
     """Send a message to an agent from inside a handler (a schedule's fire, a webhook's
     delivery): the one way a message reaches an agent, whatever its `while_busy`. It
-    travels to the agent's `wake`, in order with everything else sent to it; one that may
-    interrupt or steer also tells the agent's `arrived` handler, which reaches a turn
-    running now (`schemas.wake.acts_on_a_running_turn`)."""
+    travels to the agent's `wake`, in order with everything else sent to it; every one
+    but a reject also tells the agent's `arrived` handler, which reaches a turn running
+    now (`schemas.wake.acts_on_a_running_turn`)."""
     if not message.id:
         message = msgspec.structs.replace(message, id=f"m{ctx.uuid().hex[:24]}")
     sent = ctx.generic_send(

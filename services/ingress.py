@@ -93,9 +93,9 @@ class Ingress:
     def send_message(
         self, address: str, message: Message, idempotency_key: str | None = None
     ) -> str:
-        """One-way, as every sender sends a message: to the agent's `wake`, and, for one
-        that may interrupt or steer, to its `arrived` handler too (which reaches a turn
-        running now). Returns the invocation id of the wake."""
+        """One-way, as every sender sends a message: to the agent's `wake`, and, for every
+        one but a reject, to its `arrived` handler too (which reaches a turn running
+        now). Returns the invocation id of the wake."""
         invocation = self.send_wake(address, message, idempotency_key)
         if acts_on_a_running_turn(message):
             arrival = Arrival(message, invocation)

@@ -234,9 +234,8 @@ class Driver:
 
     async def _between(self) -> Arrived | Ack:
         """A round ended: what rang the turn's bell during it, if anything."""
-        answer, joined = await self._bell.between()
-        if joined is not None:
-            self._add(joined)
+        answer, heard = await self._bell.between()
+        self._add(*heard)
         return answer
 
     def _ask_spec(self, kind: str) -> Asked[SpecAnswer]:

@@ -97,20 +97,10 @@ def _controls(agent: restate.VirtualObject) -> None:
     @agent.handler(name=ARRIVED.name, kind="shared")
     async def arrived(ctx: restate.ObjectSharedContext, arrival: Arrival) -> Empty:
         """A message that may act on the turn running now: `interrupt` stops it as a stop
-        does, `steer` rings its bell; the message's own wake does the rest once the
-        running one ends (and nothing, for a message the running turn heard)."""
-        reader = Reader(ctx)
-        stored = await reader.stored()
-        running = await reader.running(stored)
-        message = arrival.message
-        if running is None or running.invocation == arrival.invocation:
-            return Empty()  # no turn runs beside the message: its wake decides
-        spec = stored.record.turn.spec if stored.record.turn else stored.record.spec
-        match policy(message, spec):
-            case "interrupt":
-                ctx.cancel_invocation(running.invocation)
-            case "steer" if message.id and running.bell:
-                ring(ctx, running.bell, Bell(message=message))
+        does, `steer` rings its bell, `queue` its queue bell (the turn records it queued);
+        the message's own wake does the rest once the running one ends (and nothing, for
+        a message that joined the running turn)."""
+        await _reach(ctx, arrival)
         return Empty()
 
     @agent.handler(name=PAUSE.name, kind="shared")
@@ -123,6 +113,24 @@ def _controls(agent: restate.VirtualObject) -> None:
             ring(ctx, running.bell, Bell(pause=pause))
         send(ctx, WAKE, WakeEnvelope(pause), key=_address(ctx.key()))
         return Empty()
+
+
+async def _reach(ctx: restate.ObjectSharedContext, arrival: Arrival) -> None:
+    """What `arrived` does to the turn running beside it, if one is."""
+    reader = Reader(ctx)
+    stored = await reader.stored()
+    running = await reader.running(stored)
+    message = arrival.message
+    if running is None or running.invocation == arrival.invocation:
+        return  # no turn runs beside the message: its wake decides
+    spec = stored.record.turn.spec if stored.record.turn else stored.record.spec
+    match policy(message, spec):
+        case "interrupt":
+            ctx.cancel_invocation(running.invocation)
+        case "steer" if message.id and running.bell:
+            ring(ctx, running.bell, Bell(message=message))
+        case "queue" if running.queue_bell:
+            ring(ctx, running.queue_bell, Bell(message=message))
 
 
 def _views(agent: restate.VirtualObject) -> None:

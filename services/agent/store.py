@@ -43,7 +43,7 @@ import restate
 
 from schemas.chat import ChatMessage
 from schemas.context import ContextState, Recent, Segment
-from schemas.events import Event, MessageSteered
+from schemas.events import Event, EventBody, MessageQueued, MessageSteered
 from schemas.harness import Ack, Arrived, Recall
 from schemas.state import AgentRecord, Bell, Chunk, RunningWake, StoredAgent, TimelineMark
 from schemas.wake import Pause
@@ -182,11 +182,11 @@ class Store(Reader):
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
 
-    def set_running(self, invocation: str, bell: str) -> None:
+    def set_running(self, invocation: str, bell: str, queue_bell: str) -> None:
         """Name the wake that runs a turn now and its bell (once per wake, and once more
         each time the bell rang). It stays named once the wake returns: the record it
         writes then says it finished (`Reader.running`)."""
-        running = RunningWake(invocation, bell)
+        running = RunningWake(invocation, bell, queue_bell)
         if running != self._named:
             self._writer.set(RUNNING, running)
             self._running, self._named = invocation, running
@@ -264,7 +264,7 @@ class Store(Reader):
 
 
 class Doorbell:
-    """The bell of the turn a wake drives (see the module's text)."""
+    """The bells of the turn a wake drives (see the module's text)."""
 
     def __init__(self, ctx: restate.ObjectContext, store: Store, done: Awaitable[Any]) -> None:
         self._ctx, self._store, self._done = ctx, store, done
@@ -272,37 +272,54 @@ class Doorbell:
         """Ids of the messages that joined the turn."""
         self.held: Pause | None = None
         """The pause that held the turn, once one did."""
-        self._future = self._hang()
+        bell, first = ctx.awakeable(serde=RAW)
+        queue_bell, second = ctx.awakeable(serde=RAW)
+        self._bell: Awaitable[bytes] = first
+        self._queue_bell: Awaitable[bytes] = second
+        self._names = (bell, queue_bell)
+        store.set_running(ctx.request().id, *self._names)  # one state write for both
 
-    def _hang(self) -> Awaitable[bytes]:
+    def _hang(self, which: int) -> Awaitable[bytes]:
+        """A new awakeable for bell `which` (0: steer or pause, 1: queue), named in
+        `running` with the other."""
         name, future = self._ctx.awakeable(serde=RAW)
-        self._store.set_running(self._ctx.request().id, name)
+        names = list(self._names)
+        names[which] = name
+        self._names = (names[0], names[1])
+        self._store.set_running(self._ctx.request().id, *self._names)
         return future
 
-    async def heard(self) -> Bell | None:
-        """What rang the bell since it was last heard, if anything."""
-        if self.held is not None or not await rang(self._future, self._done):
+    async def _heard(self, which: int) -> Bell | None:
+        future = self._queue_bell if which else self._bell
+        if not await rang(future, self._done):
             return None
-        bell = msgspec.json.decode(await self._future, type=Bell)
-        if bell.pause is not None:
-            self.held = bell.pause
-            return bell
-        self._future = self._hang()
-        if bell.message is not None:
-            self.steered = (*self.steered, bell.message.id)
+        bell = msgspec.json.decode(await future, type=Bell)
+        if bell.pause is None:
+            hung = self._hang(which)
+            if which:
+                self._queue_bell = hung
+            else:
+                self._bell = hung
         return bell
 
-    async def between(self) -> tuple[Arrived | Ack, MessageSteered | None]:
-        """The harness's answer at a round boundary, and the event of a message that
-        joined the turn there."""
-        bell = await self.heard()
-        if bell is None:
-            return Ack(), None
-        if bell.message is not None:
+    async def between(self) -> tuple[Arrived | Ack, tuple[EventBody, ...]]:
+        """The harness's answer at a round boundary, and the events of what was heard."""
+        if self.held is not None:
+            return Ack(), ()
+        queued = await self._heard(1)
+        events: tuple[EventBody, ...] = ()
+        if queued is not None and queued.message is not None:
+            events = (MessageQueued(queued.message.text, queued.message.id),)
+        bell = await self._heard(0)
+        if bell is not None and bell.pause is not None:
+            self.held = bell.pause
+            return Arrived(hold=True), events
+        if bell is not None and bell.message is not None:
             message = bell.message
+            self.steered = (*self.steered, message.id)
             user = ChatMessage(role="user", content=message.text)
-            return Arrived((user,)), MessageSteered(message.text, message.id)
-        return Arrived(hold=True), None
+            return Arrived((user,)), (*events, MessageSteered(message.text, message.id))
+        return Ack(), events
 
 
 def ring(ctx: restate.ObjectSharedContext, name: str, bell: Bell) -> None:

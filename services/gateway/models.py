@@ -98,7 +98,7 @@ class AgentOut(Strict):
     queued: int = Field(
         default=0,
         description="Messages the agent holds queued (behind a turn that waits, or while "
-        "paused); one waiting behind a running turn is counted once that turn's wake ends.",
+        "paused, or behind a running turn from that turn's next round boundary).",
     )
 
 

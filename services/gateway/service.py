@@ -54,7 +54,7 @@ async def send(
     mid = message_id(agent.address, idempotency_key)
     sent = Message(message.text, kind=message.kind, id=mid, while_busy=message.while_busy)
     invocation = await rt.ingress.send_message(
-        agent.address, sent, idempotency_key, arrived=rule in {"interrupt", "steer"}
+        agent.address, sent, idempotency_key, arrived=row is not None and row.status == "running"
     )
     if row is None:
         rt.recent.add(agent.address)

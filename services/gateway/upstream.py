@@ -66,7 +66,8 @@ class Upstream:
     ) -> str:
         """One-way: returns the invocation id as soon as Restate has the message; its
         `turn_started` carries `message.id`. `arrived` also tells the agent's `arrived`
-        handler, for a message that interrupts or steers a turn running now."""
+        handler, which reaches a turn running now (it interrupts it, steers it, or is
+        recorded queued by it)."""
         envelope = WakeEnvelope(message)
         send = self._client.send(WAKE, envelope, address, idempotency_key, QUICK)
         invocation = await _answer(send)

@@ -283,15 +283,16 @@ class ProjectionStore:
         return [msgspec.json.decode(raw, type=Event) for _, raw in sorted(rows)]
 
     async def queued(self, agents: Sequence[str]) -> dict[str, int]:
-        """How many messages each agent holds queued: `message_queued` events among its
-        newest `QUEUE_WINDOW` whose message has not started a turn since (agents with none
-        are left out). A message waiting behind a running wake is in Restate's queue for
-        the agent, not on its timeline, until that wake ends."""
+        """How many messages each agent holds queued: messages with a `message_queued`
+        among its newest `QUEUE_WINDOW` events that have not started a turn since (agents
+        with none are left out); a message queued twice (heard by a running turn, then
+        held by a pause) counts once."""
         if not agents:
             return {}
         marks = ", ".join("?" * len(agents))
         rows = await self._db.execute_fetchall(
-            "select q.agent, count(*) from events q where q.type = 'message_queued'"  # noqa: S608 - placeholders
+            "select q.agent, count(distinct coalesce(nullif(json_extract(cast(q.event as text),"  # noqa: S608 - placeholders
+            " '$.body.message_id'), ''), q.seq)) from events q where q.type = 'message_queued'"
             f" and q.agent in ({marks}) and q.seq > (select max(seq) from events a"
             " where a.agent = q.agent) - ? and not exists (select 1 from events t"
             " where t.agent = q.agent and t.seq > q.seq and t.type = 'turn_started'"

@@ -12,7 +12,14 @@ import msgspec
 import pytest
 import restate
 
-from schemas.events import AgentPaused, MessageSteered, ModelMessage, ToolFinished, TurnEnded
+from schemas.events import (
+    AgentPaused,
+    MessageQueued,
+    MessageSteered,
+    ModelMessage,
+    ToolFinished,
+    TurnEnded,
+)
 from schemas.model import ModelReply, ModelRequest
 from schemas.state import Bell, RunningWake
 from schemas.wake import Message, Pause, Resume
@@ -30,11 +37,12 @@ def anyio_backend() -> str:
 
 
 class Ringing(ScriptModel):
-    """Rings the running turn's bell with `bell` while round `at`'s model step runs."""
+    """Rings the running turn's bell (or its queue bell) with `bell` while round `at`'s
+    model step runs."""
 
-    def __init__(self, at: int, bell: Bell) -> None:
+    def __init__(self, at: int, bell: Bell, *, queue: bool = False) -> None:
         super().__init__()
-        self.at, self.bell = at, bell
+        self.at, self.bell, self.queue = at, bell, queue
         self.bells: list[str] = []
         """The bell each round's model step found named in `running`."""
 
@@ -43,7 +51,8 @@ class Ringing(ScriptModel):
         running = msgspec.json.decode(inline.state[RUNNING], type=RunningWake)
         self.bells.append(running.bell)
         if request.round == self.at:
-            inline.resolve(running.bell, msgspec.json.encode(self.bell))
+            name = running.queue_bell if self.queue else running.bell
+            inline.resolve(name, msgspec.json.encode(self.bell))
         return await super().step(ctx, request)
 
 
@@ -90,3 +99,16 @@ async def test_a_pause_holds_the_turn_after_its_round_until_resume(tmp_path: Pat
     assert len(agents.bodies(ME, AgentPaused)) == 1, again.note
     resumed = await agents.wake(ME, Resume())
     assert (resumed.reply, resumed.status.state) == ("42", "idle")
+
+
+async def test_a_message_queued_behind_a_running_turn_is_recorded_by_it(tmp_path: Path) -> None:
+    later = Message("later", id="m-later", while_busy="queue")
+    agents = Agents(tmp_path, Ringing(at=1, bell=Bell(message=later), queue=True))
+    result = await agents.wake(ME, Message(SLOW, spec=SPEC))
+    assert result.reply == "never read", "the turn goes on as it would have"
+    queued = [
+        (e.turn, e.round, e.body) for e in agents.events(ME) if isinstance(e.body, MessageQueued)
+    ]
+    assert queued == [(1, 1, MessageQueued("later", "m-later"))]
+    ran = await agents.wake(ME, later)
+    assert ran.reply == "You said: later"

@@ -56,10 +56,14 @@ def test_queue_runs_after_the_running_turn(stack: LiveStack, address: str) -> No
     slow = script({"sleep": 2, "reply": "slow one"})
     stack.ingress.send_message(address, Message(slow, spec=SPEC))
     started(stack, address)
-    queued = stack.ingress.send_message(address, Message("next", while_busy="queue"))
+    queued = stack.ingress.send_message(address, Message("next", id="m-q", while_busy="queue"))
     assert stack.ingress.attach(queued).reply == "You said: next"
     events = stack.events(address)
     assert turns(events) == [(1, "succeeded"), (2, "succeeded")]
+    kinds = [(e.turn, type(e.body).__name__) for e in events]
+    assert kinds.index((1, "MessageQueued")) < kinds.index((1, "TurnEnded")), (
+        "the running turn recorded the message queued behind it"
+    )
     assert [b.text for b in of(stack, address, TurnStarted)][1] == "next"
 
 

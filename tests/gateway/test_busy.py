@@ -64,15 +64,21 @@ async def test_a_steer_to_a_running_agent_goes_to_its_wake_and_to_arrived(world:
     assert told[2]["message"]["id"] == answer["message_id"] == sent["wake"]["id"]
 
 
-async def test_a_queued_message_and_a_message_to_an_idle_agent_only_go_to_the_wake(
+async def test_a_message_to_an_idle_agent_only_goes_to_the_wake(world: World) -> None:
+    assert (await send(world, {"text": "idle", "while_busy": "interrupt"}))[0] == 202
+    assert (await send(world, {"text": "idle too"}))[0] == 202
+    assert len(world.ingress.sent) == 2
+    assert world.ingress.told == []
+
+
+async def test_a_queued_message_to_a_running_agent_is_told_to_arrived_to_be_counted(
     world: World,
 ) -> None:
-    assert (await send(world, {"text": "idle", "while_busy": "interrupt"}))[0] == 202
     await busy(world)
     assert (await send(world, {"text": "later", "while_busy": "queue"}))[0] == 202
     assert (await send(world, {"text": "later too"}))[0] == 202
-    assert len(world.ingress.sent) == 3
-    assert world.ingress.told == []
+    assert len(world.ingress.sent) == 2
+    assert [t[1] for t in world.ingress.told] == ["arrived", "arrived"]
 
 
 async def test_the_spec_sets_what_a_message_does_when_it_says_nothing(world: World) -> None:
@@ -123,4 +129,7 @@ async def test_the_agent_row_counts_the_messages_it_holds_queued(world: World) -
     assert await queued() == (2, 2)
     started = TurnStarted("a", "helper", 1, message_id="ma")
     await world.record([Event("acme.alpha", 16, 4, 0, T0 + timedelta(seconds=16), started)])
+    assert await queued() == (1, 1)
+    held = MessageQueued("b", "mb")  # heard by the running turn, then held by a pause
+    await world.record([Event("acme.alpha", 17, 4, 0, T0 + timedelta(seconds=17), held)])
     assert await queued() == (1, 1)
