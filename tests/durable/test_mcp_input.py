@@ -34,10 +34,12 @@ from tests.gateway.test_stack import admin_key
 
 pytestmark = pytest.mark.durable
 
-ORDER = script(
-    {"calls": [{"name": "mcp:shop/order", "arguments": {"item": "tea"}}]},
-    {"reply": "{results}"},
-)
+
+def _order(item: str) -> str:
+    return script(
+        {"calls": [{"name": "mcp:shop/order", "arguments": {"item": item}}]},
+        {"reply": "{results}"},
+    )
 
 
 @dataclass
@@ -47,8 +49,9 @@ class Shop:
     http: httpx.Client
     key: str
 
-    def send(self, address: str) -> None:
-        sent = self.post(f"/v1/agents/{address}/messages", {"text": ORDER, "kind": "shop"})
+    def send(self, address: str, item: str = "tea") -> None:
+        body = {"text": _order(item), "kind": "shop"}
+        sent = self.post(f"/v1/agents/{address}/messages", body)
         assert sent.status_code == 202, sent.text
 
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -210,3 +213,19 @@ def test_a_sigkill_while_parked_loses_nothing_and_runs_nothing_twice(shop: Shop)
     assert len(shop.calls(f"ordered tea 2 {address}/")) == 1
     ends = [b for b in _bodies(shop.live.events(address)) if isinstance(b, TurnEnded)]
     assert len(ends) == 1
+
+
+def test_an_answered_call_cut_by_a_sigkill_ran_once_and_says_unknown(shop: Shop) -> None:
+    address = _address("input-cut")
+    shop.send(address, "slow-tea")
+    request = shop.asked(address).request_id
+    answer = {"approve": True, "answers": {"quantity": {"quantity": 5}}}
+    assert shop.answer(address, request, answer).status_code == 202
+    eventually(lambda: shop.calls("ordering slow-tea") or None, 60, "the answered call")
+    shop.live.restart_endpoint(kill=True)
+    (shop.folder / "release-slow-tea").touch()
+    ended = shop.live.wait_for_turn_end(address, 1)
+    assert ended.outcome == "succeeded", ended
+    (finished,) = [b for b in _bodies(shop.live.events(address)) if isinstance(b, ToolFinished)]
+    assert finished.status == "unknown", finished
+    assert len(shop.calls("ordering slow-tea")) == 1, "never sent again"
