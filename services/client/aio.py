@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -131,20 +132,25 @@ class AsyncClient:
 
     async def follow(
         self, address: str, *, after: int = 0, retry_for: float = 60.0
-    ) -> AsyncIterator[Item]:
+    ) -> AsyncGenerator[Item, None]:
         """As `Client.follow`: every recorded event once, live text, resumed by itself."""
         cursor = Cursor(last=after)
         backoff = Backoff(retry_for)
         while True:
             try:
-                async for item in self._stream(address, cursor, backoff):
-                    yield item
+                # Closed here, not left to the event loop's finalizer: a reader that stops
+                # iterating (and closes this generator) closes the stream at once.
+                async with contextlib.aclosing(self._stream(address, cursor, backoff)) as items:
+                    async for item in items:
+                        yield item
             except ApiError as error:
                 if not error.retryable or backoff.exhausted():
                     raise
             await asyncio.sleep(backoff.next_delay())
 
-    async def _stream(self, address: str, cursor: Cursor, backoff: Backoff) -> AsyncIterator[Item]:
+    async def _stream(
+        self, address: str, cursor: Cursor, backoff: Backoff
+    ) -> AsyncGenerator[Item, None]:
         path = f"{calls.agent_path(address)}/events"
         headers = {"Last-Event-ID": cursor.last_event_id, "Accept": "text/event-stream"}
         try:

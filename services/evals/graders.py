@@ -185,7 +185,8 @@ class AtMost:
 
     def grade(self, seen: Transcript) -> GradeResult:
         count = seen.rounds if self.what == "rounds" else seen.tokens
-        return GradeResult(self.label, count <= self.bound, f"The case used {count} {self.what}.")
+        what = self.what if count != 1 else self.what[:-1]
+        return GradeResult(self.label, count <= self.bound, f"The case used {count} {what}.")
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ events the gateway recorded for its turns. At most `concurrency` cases run at on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 from schemas.events import (
@@ -146,9 +147,14 @@ async def _stop(client: AsyncClient, address: str) -> None:
 async def _turn(client: AsyncClient, address: str, sent: Accepted) -> list[Event]:
     """The recorded events of the turn `sent` started, up to its end (or where it waits
     for a person, or the message's refusal)."""
+    async with contextlib.aclosing(_recorded(client, address, sent.after_seq)) as events:
+        return await _collect(events, sent)
+
+
+async def _collect(events: AsyncIterator[Event], sent: Accepted) -> list[Event]:
     turn: int | None = None
     found: list[Event] = []
-    async for event in _recorded(client, address, sent.after_seq):
+    async for event in events:
         body = event.body
         if isinstance(body, MessageRejected) and body.message_id == sent.message_id:
             return [event]
@@ -162,10 +168,11 @@ async def _turn(client: AsyncClient, address: str, sent: Accepted) -> list[Event
     raise AssertionError("a followed timeline never ends")
 
 
-async def _recorded(client: AsyncClient, address: str, after: int) -> AsyncIterator[Event]:
-    async for item in client.follow(address, after=after):
-        if isinstance(item, Event):
-            yield item
+async def _recorded(client: AsyncClient, address: str, after: int) -> AsyncGenerator[Event, None]:
+    async with contextlib.aclosing(client.follow(address, after=after)) as items:
+        async for item in items:
+            if isinstance(item, Event):
+                yield item
 
 
 def _ending(last: Event) -> tuple[str, str, str]:

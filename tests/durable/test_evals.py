@@ -92,7 +92,11 @@ def suite(tmp_path: Path) -> Path:
 
 
 def test_five_cases_pass_and_a_changed_spec_fails_the_one_it_breaks(
-    cli: Any, suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli: Any,
+    suite: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     before = tmp_path / "before.json"
     code, out, err = cli("eval", "run", str(suite), "--out", str(before), capsys=capsys)
@@ -127,6 +131,8 @@ def test_five_cases_pass_and_a_changed_spec_fails_the_one_it_breaks(
     assert row.split()[3:6] == ["pass", "FAIL", "broke"]
     assert "A: 5 of 5 (100%); B: 4 of 5 (80%)." in out
     assert cli("eval", "compare", str(after), str(before), capsys=capsys)[0] == 0
+    # Each followed timeline is closed when its turn ended, not left to the event loop.
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
 
 
 def test_a_judge_is_asked_in_an_agent_of_its_own_and_read_strictly(

@@ -103,6 +103,6 @@ async def test_follow_replays_then_streams_new_events(world: World) -> None:
         first = await asyncio.wait_for(take(follower, 2), 10)
         await world.record(timeline("acme.alpha", 1, first_seq=13, first_turn=3))
         rest = await asyncio.wait_for(take(follower, 6), 10)
-        await follower.aclose()  # type: ignore[attr-defined]
+        await follower.aclose()
     seqs = [item.seq for item in first + rest if isinstance(item, Event)]
     assert seqs == list(range(11, 19))
