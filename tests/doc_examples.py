@@ -20,7 +20,8 @@ The rules a page follows, so that a new page is covered without a change here:
   stack that page started, instead of alone (it is still imported alone);
 - `js` blocks are programs for node, named on their first line (`// name.mjs`), and a
   `sh` block of their page must run them (`node name.mjs`); alone, they are only parsed;
-- `toml` blocks are parsed, and one with a `kind` is loaded as an agent spec;
+- `toml` blocks are parsed; one with a `kind` is loaded as an agent spec, one with
+  `cases` as an eval file;
 - `json` blocks are parsed; `jsonl` blocks are parsed line by line;
 - a block that cannot run says so and why, on the line before its fence:
   `<!-- not run: <why> -->`. Use it sparingly: a block marked so is not checked.

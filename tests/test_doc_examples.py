@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from services.evals.suite import load_suite
 from services.specs import load_spec
 from tests.doc_examples import DEFAULT_PORT, RUN, SHOWN, Block, blocks, every_block, pages
 from tests.doc_sandbox import Sandbox
@@ -60,11 +61,16 @@ def test_json_lines_examples_parse(block: Block) -> None:
 
 @pytest.mark.parametrize("block", by_language("toml"), ids=ids(by_language("toml")))
 def test_toml_examples_parse_and_specs_load(block: Block, tmp_path: Path) -> None:
+    """A block with a `kind` is a spec, one with `cases` an eval file: each is loaded."""
     parsed = tomllib.loads(block.text)
     if "kind" in parsed:
         path = tmp_path / "spec.toml"
         path.write_text(block.text)
         load_spec(path)
+    if "cases" in parsed:
+        path = tmp_path / "evals.toml"
+        path.write_text(block.text)
+        load_suite(path)
 
 
 @pytest.mark.parametrize("block", by_language("python"), ids=ids(by_language("python")))
