@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ag_ui.core import (
     AssistantMessage,
@@ -63,11 +64,20 @@ from schemas.model import Usage
 Item = Event | LiveDelta | Retraction
 """What a run translates: what a follower of the timeline is given, keepalives aside."""
 
-APPROVAL_SCHEMA = {
+APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"approve": {"type": "boolean"}, "note": {"type": "string"}},
     "required": ["approve"],
 }
+
+
+def input_schema(body: ApprovalRequested) -> dict[str, Any]:
+    """The answer to a tool's questions: the approval's, with each form's values under
+    `answers`, per question key."""
+    forms = {key: q.schema for key, q in body.questions.items() if not q.url}
+    answers = {"type": "object", "properties": forms}
+    properties = {**APPROVAL_SCHEMA["properties"], "answers": answers}
+    return {**APPROVAL_SCHEMA, "properties": properties}
 
 
 def message_id(address: str, turn: int, round_: int) -> str:
@@ -223,12 +233,17 @@ def _tool_result(cid: str, body: ToolFinished) -> BaseEvent:
 
 def _interrupt(turn: int, round_: int, body: ApprovalRequested) -> BaseEvent:
     arguments = json.dumps(body.arguments)
+    message = f"Approve the call {body.name}({arguments})?"
+    reason, schema = "tool_approval", dict(APPROVAL_SCHEMA)
+    if body.questions:
+        message = " ".join(q.message for _, q in sorted(body.questions.items()))
+        reason, schema = "tool_input", input_schema(body)
     interrupt = Interrupt(
         id=body.request_id,
-        reason="tool_approval",
-        message=f"Approve the call {body.name}({arguments})?",
+        reason=reason,
+        message=message,
         tool_call_id=call_id(turn, round_, body.call_id),
-        response_schema=APPROVAL_SCHEMA,
+        response_schema=schema,
     )
     return RunFinishedEvent(
         thread_id="", run_id="", outcome=RunFinishedInterruptOutcome(interrupts=[interrupt])

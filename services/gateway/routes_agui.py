@@ -104,7 +104,10 @@ def _approval(status: str, payload: object) -> ApprovalIn:
     answer = payload if isinstance(payload, dict) else {"approve": payload is True}
     if status != "resolved":
         answer = {"approve": False, "note": "The request was cancelled."}
-    return _valid(ApprovalIn, {"approve": answer.get("approve"), "note": answer.get("note", "")})
+    fields = {"approve": answer.get("approve"), "note": answer.get("note", "")}
+    if status == "resolved" and "answers" in answer:
+        fields["answers"] = answer["answers"]
+    return _valid(ApprovalIn, fields)
 
 
 def _valid(model: type[M], data: dict[str, Any]) -> M:

@@ -229,3 +229,33 @@ def test_an_answered_call_cut_by_a_sigkill_ran_once_and_says_unknown(shop: Shop)
     (finished,) = [b for b in _bodies(shop.live.events(address)) if isinstance(b, ToolFinished)]
     assert finished.status == "unknown", finished
     assert len(shop.calls("ordering slow-tea")) == 1, "never sent again"
+
+
+def test_an_ag_ui_run_resumes_the_question_with_its_answers(shop: Shop) -> None:
+    address = _address("input-agui")
+    shop.send(address)
+    request = shop.asked(address).request_id
+    run = {
+        "threadId": address,
+        "runId": "resume-1",
+        "state": {},
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "resume": [
+            {
+                "interruptId": request,
+                "status": "resolved",
+                "payload": {"approve": True, "answers": {"quantity": {"quantity": 6}}},
+            }
+        ],
+    }
+    with shop.http.stream(
+        "POST", "/v1/agui", json=run, headers={"Authorization": f"Bearer {shop.key}"}
+    ) as streamed:
+        assert streamed.status_code == 200
+        text = "".join(streamed.iter_text())
+    assert "RUN_FINISHED" in text
+    assert "Ordered 6 tea." in text
+    assert len(shop.calls(f"ordered tea 6 {address}/")) == 1

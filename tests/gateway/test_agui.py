@@ -27,6 +27,7 @@ from schemas.events import (
 )
 from schemas.live import LiveBatch, LiveDelta, Retraction
 from schemas.model import Usage
+from schemas.questions import Question
 from services.gateway.agui import Item, Run
 from tests.gateway.conftest import LIVE_TOKEN, World
 
@@ -241,3 +242,22 @@ async def test_the_route_keeps_the_key_and_tenant_rules(
     assert response.json()["error"]["message"]
     missing = await world.client.post("/v1/agui", json=run_input("hi"))
     assert missing.status_code == 401
+
+
+def test_a_tools_question_is_an_interrupt_whose_schema_asks_the_form() -> None:
+    run = Run("acme.new", "acme.new", "r1", "m1")
+    run.take(TURN[0])
+    form = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    body = ApprovalRequested(
+        "t1r1-call_0-input1",
+        "call_0",
+        "mcp:shop/order",
+        {"item": "tea"},
+        {"quantity": Question("How many tea?", form)},
+    )
+    (finished,) = dumped(run.take(at(2, 1, body)))
+    interrupt = finished["outcome"]["interrupts"][0]
+    assert (interrupt["reason"], interrupt["message"]) == ("tool_input", "How many tea?")
+    schema = interrupt["responseSchema"]
+    assert schema["required"] == ["approve"]
+    assert schema["properties"]["answers"]["properties"] == {"quantity": form}
