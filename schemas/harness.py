@@ -166,6 +166,9 @@ class ToolResult(msgspec.Struct, frozen=True, tag="tool_result"):
 
 class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
     child: str
+    problem: str = ""
+    """Why the child was not brought into being (the driver recorded the refusal), if
+    it was not: the sentence the model reads."""
 
 
 class Ack(msgspec.Struct, frozen=True, tag="ack"):

@@ -67,3 +67,23 @@ class Offered(msgspec.Struct, frozen=True):
 
 class Keys(msgspec.Struct, frozen=True):
     keys: tuple[ApiKey, ...] = ()
+
+
+class TokensUsed(msgspec.Struct, frozen=True):
+    """Model tokens one model step of a tenant's agent used, on the UTC day it finished."""
+
+    day: str
+    """`YYYY-MM-DD`, from the step's journaled end."""
+    tokens: int
+
+
+class TokensQuery(msgspec.Struct, frozen=True):
+    day: str
+    """`YYYY-MM-DD`, from the asking wake's journaled clock."""
+
+
+class TokensToday(msgspec.Struct, frozen=True):
+    """What a tenant's agents used on `day`, as the tenant's `TenantUsage` object holds it."""
+
+    day: str
+    tokens: int = 0

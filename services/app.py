@@ -16,6 +16,7 @@ import restate
 
 from services.agent.object import agent_object
 from services.agent.observers import load_observers
+from services.agent.pipeline import TenantQuotas
 from services.config import check
 from services.effects.ledger import RestateLedger
 from services.effects.object import effects_object
@@ -37,6 +38,7 @@ from services.schedules.tenant import tenant_schedules
 from services.settings import ConfigError, Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
+from services.tenant.usage import tenant_usage
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
 from services.workspace.tools import WorkspaceHost
@@ -76,12 +78,20 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     hub = McpHub(servers, ledger, deadline, config.home / "artifacts")
     tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub)
     services += [
-        agent_object(tools, projection, load_observers(config.observer_modules), model, offer),
+        agent_object(
+            tools,
+            projection,
+            load_observers(config.observer_modules),
+            model,
+            offer,
+            quotas=TenantQuotas(config.tenant_daily_tokens, agents=True),
+        ),
         offer_specs(offer),
         schedules,
         hooks,
         tenant_hooks,
         tenant_schedules,
+        tenant_usage,
         projector_service(projection, config.ingress_url, config.admin_url),
     ]
     closers.insert(0, projection.close)

@@ -36,6 +36,9 @@ from schemas.tenant import (
     SpecAnswer,
     SpecQuery,
     SpecVersions,
+    TokensQuery,
+    TokensToday,
+    TokensUsed,
 )
 from schemas.wake import Arrival, Pause, WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
@@ -76,7 +79,7 @@ class Handler(Generic[In, Out]):
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
 SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
-TENANT_SCHEDULES = "TenantSchedules"
+TENANT_SCHEDULES, TENANT_USAGE = "TenantSchedules", "TenantUsage"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Empty, StopAnswer)
@@ -114,6 +117,15 @@ ADD_KEY = Handler(TENANT, "add_key", ApiKey, ApiKey)
 REVOKE_KEY = Handler(TENANT, "revoke_key", KeyRef, ApiKey)
 KEYS = Handler(TENANT, "keys", Empty, Keys)
 OFFERED = Handler(TENANT, "offered", Empty, Offered)
+
+ADD_TOKENS = Handler(TENANT_USAGE, "add_tokens", TokensUsed, Empty)
+"""Keyed by the tenant, like every `TenantUsage` handler: sent one-way after each model step."""
+TOKENS = Handler(TENANT_USAGE, "tokens", TokensQuery, TokensToday)
+"""Shared: what the tenant's agents used on a day, read before a round's model step."""
+TAKE_AGENT = Handler(TENANT_USAGE, "take_agent", Empty, Empty)
+"""One agent more for a spawn, refused (429) at the tenant's ceiling."""
+COUNT_AGENT = Handler(TENANT_USAGE, "count_agent", Empty, Empty)
+"""Sent one-way by an agent a message (not a spawn) brought into being, at its first wake."""
 
 PROJECT_EVENTS = Handler(PROJECTOR, "events", EventBatch, Empty)
 PROJECT_SPEC = Handler(PROJECTOR, "spec", PublishedSpec, Empty)

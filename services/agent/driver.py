@@ -66,7 +66,7 @@ from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import grants
 from schemas.state import AgentRecord, TimelineMark
-from schemas.tenant import SpecAnswer, SpecQuery
+from schemas.tenant import SpecAnswer, SpecQuery, TokensQuery, TokensToday, TokensUsed
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
 from services.agent.books import Books, Clock, model_events
@@ -86,15 +86,35 @@ from services.agent.machine import (
     state_of,
 )
 from services.agent.observers import Observer
-from services.agent.pipeline import BudgetExceededError, Pipeline, needs_clock
+from services.agent.pipeline import (
+    BudgetExceededError,
+    Pipeline,
+    TenantQuotas,
+    check_tenant,
+    day_of,
+    needs_clock,
+    total,
+)
 from services.agent.store import Doorbell, Store
 from services.agent.timeline import Sink, Timeline
-from services.contracts import GENERATE, LATEST_SPEC, WAKE, WORKSPACE_CALL
+from services.contracts import (
+    ADD_TOKENS,
+    COUNT_AGENT,
+    GENERATE,
+    LATEST_SPEC,
+    TAKE_AGENT,
+    TOKENS,
+    WAKE,
+    WORKSPACE_CALL,
+    Empty,
+)
 from services.durable import CANCELLED, Asked, ask, call, send, step_options
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import answer, parse
 from services.tools.registry import ToolRegistry
 
+TOO_MANY = 429
+NO_QUOTAS = TenantQuotas()
 CLOCK_STEP = "timestamp"
 """The clock step's name: the one `ctx.time()` journals, so journals of either replay."""
 
@@ -134,9 +154,12 @@ class Driver:
         sink: Sink,
         model: LocalModel | None = None,
         observers: Sequence[Observer] = (),
+        quotas: TenantQuotas = NO_QUOTAS,
     ) -> None:
         self._ctx = ctx
         self._address = address
+        self._tenant = parse_address(address).tenant
+        self._quotas = quotas
         self._tools = tools
         self._sink = sink
         self._model = model
@@ -144,6 +167,8 @@ class Driver:
         self._store = Store(ctx)
         self._pipeline = Pipeline(definitions(tools))
         self._clock = Clock()
+        self._uncounted = False
+        """The wake may start the first turn of an agent a message brought into being."""
         self._asked: tuple[str, Asked[SpecAnswer]] | None = None
         """A message naming its kind has its spec asked for before the record is read,
         so the tenant answers while the record is read: a round trip fewer before the
@@ -160,6 +185,10 @@ class Driver:
             self._address, record.timeline, self._sink, self._store.write_chunk, self._observers
         )
         inputs: deque[Input] = deque([wake])
+        # An agent a message (not a spawn) brought into being counts itself as its first
+        # turn is driven, before it spawns (the tenant's object takes both in that order);
+        # a spawned one was counted by its parent's spawn.
+        self._uncounted = not record.turns and isinstance(wake, Message) and wake.parent is None
         reply, note = "", ""
         while inputs:
             reaction = react(self._address, record, inputs.popleft())
@@ -240,8 +269,7 @@ class Driver:
 
     def _ask_spec(self, kind: str) -> Asked[SpecAnswer]:
         """Ask the tenant for the newest published spec of `kind`."""
-        tenant = parse_address(self._address).tenant
-        return ask(self._ctx, LATEST_SPEC, SpecQuery(kind), key=tenant)
+        return ask(self._ctx, LATEST_SPEC, SpecQuery(kind), key=self._tenant)
 
     async def _spec(self, kind: str) -> SpecAnswer:
         """The answer to the question `run` asked, if it was about `kind`; else asked now."""
@@ -252,6 +280,9 @@ class Driver:
         """Run the harness until the turn pauses or ends; a stop (the invocation's
         cancellation) ends it as the books left it."""
         self._bell = Doorbell(self._ctx, self._store, self._done)
+        if self._quotas.agents and self._uncounted:
+            self._uncounted = False
+            send(self._ctx, COUNT_AGENT, Empty(), key=self._tenant)
         recent = await self._store.recent(record.context)
         self._catalog = await self._mcp_catalog(turn)
         network = turn.spec.workspace.network
@@ -315,13 +346,20 @@ class Driver:
         request = command.request
         books = self._books = self._books.at_round(request.round)
         limits = books.turn.spec.limits
-        now = await self._read_clock() if needs_clock(limits) else 0.0
+        tokens = self._quotas.daily_tokens
+        now = await self._read_clock() if tokens or needs_clock(limits) else 0.0
+        today = (
+            ask(self._ctx, TOKENS, TokensQuery(day_of(now)), key=self._tenant) if tokens else None
+        )
         active = books.active(self._clock)
         ledger = self._pipeline.before_model(books.turn, books.ledger, command, now, active)
+        if today is not None:
+            check_tenant(self._tenant, tokens, await today.answer())
         self._books = books.reserved(ledger)
         await self._flush()
         reply = await self._generate(request)
         self._saw(reply.started, reply.finished)
+        self._count(reply)
         self._books = self._books.replied(reply).observed(command.prompt_chars, reply)
         self._add(*model_events(command, reply), at=reply.finished)
         self._timeline.show()
@@ -340,8 +378,22 @@ class Driver:
                 raise
             return Summary(problem=f"The summary step failed: {error.message}")
         self._saw(reply.started, reply.finished)
+        self._count(reply)
         self._books = self._books.replied(reply)
         return Summary(reply)
+
+    def _ask_tokens(self, now: float) -> Asked[TokensToday]:
+        """Ask for the tenant's tokens of the day of `now`; answered while the agent's own
+        gates are checked."""
+        return ask(self._ctx, TOKENS, TokensQuery(day_of(now)), key=self._tenant)
+
+    def _count(self, reply: ModelReply) -> None:
+        """Add a model step's tokens to the tenant's day, one-way: a journaled send, so a
+        replay of the wake never adds the step twice."""
+        used = total(reply.usage)
+        if self._quotas.daily_tokens and used:
+            day = day_of(reply.finished or self._clock.now or 0.0)
+            send(self._ctx, ADD_TOKENS, TokensUsed(day, used), key=self._tenant)
 
     async def _generate(self, request: ModelRequest) -> ModelReply:
         if self._model is None:
@@ -432,6 +484,10 @@ class Driver:
         return result
 
     async def _spawn(self, command: Spawn, record: AgentRecord) -> Spawned:
+        if self._quotas.agents and (problem := await self._take_agent()):
+            call_ = command.call
+            self._refused(call_.id, call_.name, call_.arguments, problem)
+            return Spawned(command.child, problem)
         parent = ParentRef(self._address, self._books.turn.number, command.call.id)
         message = Message(
             command.task,
@@ -443,6 +499,16 @@ class Driver:
         await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
         self._add(ChildSpawned(command.call.id, command.child, command.task))
         return Spawned(command.child)
+
+    async def _take_agent(self) -> str:
+        """One agent more for a spawn, from the tenant's count; the sentence if refused."""
+        try:
+            await call(self._ctx, TAKE_AGENT, Empty(), key=self._tenant)
+        except restate.TerminalError as error:
+            if error.status_code != TOO_MANY:
+                raise
+            return error.message
+        return ""
 
     def _refused(self, call_id: str, name: str, arguments: dict[str, object], why: str) -> None:
         self._add(

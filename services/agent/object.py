@@ -22,6 +22,7 @@ from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
 from services.agent.driver import Driver, LocalModel, status
 from services.agent.observers import Observer
+from services.agent.pipeline import TenantQuotas
 from services.agent.store import Reader, ring
 from services.agent.timeline import Sink
 from services.contracts import (
@@ -49,11 +50,15 @@ def agent_object(
     observers: list[Observer] | None = None,
     model: LocalModel | None = None,
     offer: Offer | None = None,
+    *,
+    quotas: TenantQuotas | None = None,
 ) -> restate.VirtualObject:
     """`sink` is where wakes hand their events (the projection of this process). `model`,
     when given, runs model steps in this process as local journaled steps; without it
     they are durable calls to the `Model` service. `offer` names the models and tools a
-    spec sent with a message may use."""
+    spec sent with a message may use; `quotas`, what the tenant's agents count together
+    in its `TenantUsage` object."""
+    counted = quotas or TenantQuotas()
     agent = restate.VirtualObject(
         AGENT,
         description="An AI agent: handles one wake at a time and records a timeline.",
@@ -67,7 +72,9 @@ def agent_object(
         address = _address(ctx.key())
         envelope = _decode(raw)
         _check_inline(envelope, offer, address)
-        driver = Driver(ctx, address, tools, sink=sink, model=model, observers=observers or ())
+        driver = Driver(
+            ctx, address, tools, sink=sink, model=model, observers=observers or (), quotas=counted
+        )
         return await driver.run(envelope.wake)
 
     _controls(agent)

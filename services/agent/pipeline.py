@@ -1,8 +1,9 @@
 """The policy pipeline every model and tool call crosses, in this order:
 
 1. budget gates (cheapest first): rounds are the harness's; here turn tokens, turn wall
-   time and the agent's daily tokens. Enforcement fails closed: when a gate cannot run,
-   the call does not happen.
+   time, the agent's daily tokens, then the tenant's (`check_tenant`, on the count the
+   driver read from the tenant's `TenantUsage` object). Enforcement fails closed: when a
+   gate cannot run, the call does not happen.
 2. grants and security checks: ungranted tools never reach this point (the harness
    refuses them); here a call's arguments are checked against the tool's JSON Schema.
    Results are capped by the tool registry.
@@ -14,6 +15,7 @@ Pure: the driver hands in the journaled time and the ledger, and keeps what come
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +27,7 @@ from schemas.harness import CallModel, TurnState
 from schemas.model import ModelRequest, Usage
 from schemas.spec import Limits
 from schemas.state import Ledger
+from schemas.tenant import TokensToday
 
 
 class BudgetExceededError(Exception):
@@ -44,6 +47,32 @@ def estimate(request: ModelRequest, prompt_chars: int) -> int:
 def needs_clock(limits: Limits) -> bool:
     """Whether a gate reads the time: only then does the driver pay for a clock read."""
     return bool(limits.max_turn_seconds or limits.max_daily_tokens)
+
+
+@dataclass(frozen=True)
+class TenantQuotas:
+    """What a tenant's agents count together in its `TenantUsage` object. Off by default:
+    the composition root turns them on (the in-memory context serves no such object)."""
+
+    daily_tokens: int = 0
+    """Model tokens the tenant's agents may use in a UTC day; 0: not counted."""
+    agents: bool = False
+    """Whether agents are counted, and spawns past the tenant's ceiling refused."""
+
+
+def check_tenant(tenant: str, limit: int, today: TokensToday) -> None:
+    """Raises BudgetExceededError once the tenant's agents used the day's tokens."""
+    if limit and today.tokens >= limit:
+        raise BudgetExceededError(
+            f"Tenant {tenant}'s agents used {today.tokens} model tokens on {today.day} (UTC), "
+            f"the limit for a day (TEASPILL_TENANT_DAILY_TOKENS = {limit}): model calls "
+            "start again after midnight UTC."
+        )
+
+
+def day_of(at: float) -> str:
+    """The UTC day of `at` (unix seconds), `YYYY-MM-DD`."""
+    return datetime.fromtimestamp(at, UTC).date().isoformat()
 
 
 class Pipeline:
@@ -126,5 +155,5 @@ def check_time(turn: TurnState, spent: float) -> None:
 
 
 def _today(ledger: Ledger, now: float) -> Ledger:
-    day = datetime.fromtimestamp(now, UTC).date().isoformat()
+    day = day_of(now)
     return ledger if ledger.day == day else Ledger(day=day)

@@ -2,12 +2,12 @@
 may have (`TEASPILL_TENANT_AGENTS`), and how many model tokens its agents may use in a
 day, UTC (`TEASPILL_TENANT_DAILY_TOKENS`).
 
-Both are decided before a turn starts, never in its middle: a message that would create
-an agent past the quota, or that arrives once the day's tokens are used, is refused with
-429 and a sentence; a turn under way runs to its end (so a day may end a little past the
-quota). Both are read from the projection: the day's tokens are summed again at most
-every `RECHECK_SECONDS` per tenant. Agents an agent spawns are counted, but a spawn is
-bounded by the agent's own spawn limits, not refused here.
+Here both are decided before a message is sent: one that would create an agent past the
+quota, or that arrives once the day's tokens are used, is refused with 429 and a sentence.
+Both are read from the projection: the day's tokens are summed again at most every
+`RECHECK_SECONDS` per tenant. The agents hold both as well, where the work runs
+(`services/tenant/usage.py`): a round past the tenant's day ends its turn before its
+model call, and a spawn past the tenant's agents is refused.
 """
 
 from __future__ import annotations

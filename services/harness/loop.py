@@ -315,6 +315,8 @@ def _spawn(
         spec = narrowed(turn.spec, tools)
         result = yield Spawn(call, child, task, turn.depth + 1, spec, share)
         assert isinstance(result, Spawned)
+        if result.problem:
+            return _append(turn, _tool_message(call, result.problem))
         pending = (*turn.pending, PendingChild(child, call.id))
         turn = msgspec.structs.replace(
             turn, pending=pending, spawned=turn.spawned + 1, budget=left - 1 - share

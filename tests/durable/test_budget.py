@@ -12,7 +12,7 @@ import pytest
 from bench.rounds import bench_spec, turn_script
 from schemas.events import TurnEnded, WakeResult
 from schemas.wake import Message, WakeEnvelope
-from services.contracts import AGENT, PROJECTOR, WAKE
+from services.contracts import AGENT, PROJECTOR, TENANT_USAGE, WAKE
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack
 
@@ -22,6 +22,12 @@ ROUNDS = 3
 PER_ROUND = {
     "Command: Run": 2,  # the model step and the tool step
     "Notification: Run": 2,
+    # the tenant's tokens of the day, read before the model step (TEASPILL_TENANT_DAILY_TOKENS)
+    "Command: Call": 1,
+    "Notification: Call": 1,
+    # and what the model step used, added to them one-way
+    "Command: OneWayCall": 1,
+    "Notification: CallInvocationId": 2,
 }
 PER_WAKE = {
     "Command: Input": 1,
@@ -60,7 +66,7 @@ def wake(stack: LiveStack, address: str, turn: int) -> str:
     return answer.headers["x-restate-id"]
 
 
-def test_a_round_journals_its_two_steps_and_nothing_else(
+def test_a_round_journals_its_two_steps_and_the_tenants_tokens_and_nothing_else(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
     wake(stack, address, 1)  # the first turn creates the agent's state
@@ -76,16 +82,23 @@ def test_a_round_journals_its_two_steps_and_nothing_else(
     steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
     assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
                      "tool calculator call_0", "model script r3"]  # fmt: skip
-    assert "Command: Call" not in counted, "a co-located model is a local step, not a call"
-    assert "Command: OneWayCall" not in counted, "the projection is written in this process"
+    # a co-located model is a local step, not a call, and the projection is written in
+    # this process: the wake's calls are the tenant's tokens (the next test names them)
 
 
-def test_a_wake_invokes_nothing_and_its_events_are_projected_when_it_returns(
+def test_a_wake_invokes_only_its_tenants_tokens_and_its_events_are_projected_when_it_returns(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
     wake(stack, address, 1)
     invocation = wake(stack, address, 2)
-    assert [i for i in admin.invocations() if i.invoked_by_id == invocation] == []
+    invoked = [
+        (i.target_service_name, i.target_handler_name)
+        for i in admin.invocations()
+        if i.invoked_by_id == invocation
+    ]
+    assert sorted(invoked) == sorted(
+        [(TENANT_USAGE, "add_tokens"), (TENANT_USAGE, "tokens")] * ROUNDS
+    )
     events = stack.events(address)
     assert isinstance(events[-1].body, TurnEnded)
     assert events[-1].turn == 2

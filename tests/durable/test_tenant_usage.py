@@ -1,0 +1,189 @@
+"""The quotas a tenant's agents share, held where the work runs (the `TenantUsage`
+object): the day's model tokens, refused before a round's model step however the work
+began (a spawn, a message straight through ingress), and the agents, refused at a spawn.
+Counted once per model step, through a SIGKILL of the endpoint too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.events import Event, ModelMessage, ToolFinished, TurnEnded
+from schemas.spec import AgentSpec, Limits
+from schemas.tenant import TokensQuery
+from schemas.wake import Message
+from services.contracts import AGENT, TOKENS
+from services.executor.scripted import script
+from services.stack.journal import RestateAdmin
+from tests.durable.conftest import LiveStack, eventually, live_stack, stack_settings
+from tests.fixtures.tools import started_path
+
+pytestmark = pytest.mark.durable
+
+DAILY = 200
+AGENTS = 4
+SPEC = AgentSpec(
+    kind="spender",
+    instructions="Follow the script.",
+    model="script",
+    tools=("calculator", "ledger"),
+    can_spawn=True,
+    limits=Limits(max_rounds=60),
+)
+CALCULATE = {"calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    home: Path = tmp_path_factory.mktemp("tenant-usage")
+    settings = stack_settings(home).model_copy(
+        update={"tenant_daily_tokens": DAILY, "tenant_agents": AGENTS}
+    )
+    with live_stack(settings) as stack:
+        yield stack
+
+
+def spawn(task: str) -> dict[str, Any]:
+    return {"name": "spawn_agent", "arguments": {"task": task}}
+
+
+def refused_at(tenant: str, ended: TurnEnded) -> int:
+    """The count a refusal names (at least the limit), once its sentence is checked."""
+    sentence = re.fullmatch(
+        rf"Tenant {tenant}'s agents used (\d+) model tokens on {today()} \(UTC\), the limit "
+        rf"for a day \(TEASPILL_TENANT_DAILY_TOKENS = {DAILY}\): model calls start again "
+        r"after midnight UTC\.",
+        ended.reason,
+    )
+    assert ended.outcome == "failed"
+    assert sentence is not None, ended.reason
+    used = int(sentence.group(1))
+    assert used >= DAILY
+    return used
+
+
+def today() -> str:
+    return datetime.now(UTC).date().isoformat()  # noqa: TID251 - the clock the stack runs on
+
+
+def counted(stack: LiveStack, tenant: str) -> int:
+    return stack.ingress.call(TOKENS, TokensQuery(today()), tenant).tokens
+
+
+def counts_once(stack: LiveStack, tenant: str, *agents: str) -> int:
+    """The tenant's count, once it is every model step on the agents' timelines, each
+    once (a step counted twice never comes back down to it)."""
+    every = spent([e for agent in agents for e in stack.events(agent)])
+    eventually(lambda: counted(stack, tenant) == every or None, 30, f"{tenant}'s count")
+    return every
+
+
+def spent(events: list[Event]) -> int:
+    return sum(
+        e.body.usage.prompt_tokens + e.body.usage.completion_tokens
+        for e in events
+        if isinstance(e.body, ModelMessage)
+    )
+
+
+def rounds(events: list[Event], turn: int) -> int:
+    return sum(isinstance(e.body, ModelMessage) for e in events if e.turn == turn)
+
+
+def test_children_spending_past_the_day_have_their_next_round_refused_and_others_run_on(
+    small: LiveStack,
+) -> None:
+    long_child = script(*[CALCULATE] * 10, {"reply": "never reached"})
+    parent = script(
+        {"calls": [spawn(long_child), spawn(long_child)]},
+        {"calls": [{"name": "wait"}]},
+        {"reply": "children: {results}"},
+    )
+    small.ingress.send_wake("spend.parent", Message(parent, spec=SPEC))
+    other = script(CALCULATE, CALCULATE, {"reply": "other tenant done"})
+    small.ingress.send_wake("other.agent", Message(other, spec=SPEC))
+
+    assert small.wait_for_turn_end("other.agent", 1).outcome == "succeeded"
+    ended = small.wait_for_turn_end("spend.parent", 1)
+    children = ["spend.parent.t1r1c0", "spend.parent.t1r1c1"]
+    for child in children:
+        refused_at("spend", small.wait_for_turn_end(child, 1))
+        assert rounds(small.events(child), 1) < 10, "the child stopped before its script did"
+    # the parent's round after its children reported is refused too
+    refused_at("spend", ended)
+    assert rounds(small.events("spend.parent"), 1) == 2
+    assert counts_once(small, "spend", "spend.parent", *children) >= DAILY
+    assert counts_once(small, "other", "other.agent") < DAILY
+
+
+def test_a_message_straight_through_ingress_past_the_day_is_refused(small: LiveStack) -> None:
+    small.ingress.send_wake("direct.one", Message(script(*[CALCULATE] * 30), spec=SPEC))
+    refused_at("direct", small.wait_for_turn_end("direct.one", 1))
+    used = counts_once(small, "direct", "direct.one")
+
+    small.ingress.send_wake("direct.one", Message(script({"reply": "hello"}), spec=SPEC))
+    assert refused_at("direct", small.wait_for_turn_end("direct.one", 2)) == used
+    assert rounds(small.events("direct.one"), 2) == 0, "no model step ran"
+    assert counted(small, "direct") == used
+
+
+def test_a_spawn_past_the_tenants_agents_is_refused_and_no_agent_beyond_exists(
+    small: LiveStack,
+) -> None:
+    leaf = script({"reply": "leaf"})
+    parent = script(
+        {"calls": [spawn(leaf) for _ in range(6)]},
+        {"calls": [{"name": "wait"}]},
+        {"reply": "done: {results}"},
+    )
+    small.ingress.send_wake("crowd.parent", Message(parent, spec=SPEC))
+    assert small.wait_for_turn_end("crowd.parent", 1).outcome == "succeeded"
+
+    with RestateAdmin(small.settings.admin_url) as admin:
+        rows = admin.query(
+            "SELECT DISTINCT service_key FROM state"  # noqa: S608 - a tenant the test made
+            f" WHERE service_name = '{AGENT}' AND service_key LIKE 'crowd.%'"
+        )
+    made = sorted(str(row["service_key"]) for row in rows)
+    assert len(made) == AGENTS, made  # the parent and three of its six children
+    refused = [
+        e.body.content
+        for e in small.events("crowd.parent")
+        if isinstance(e.body, ToolFinished) and e.body.status == "error"
+    ]
+    assert (
+        refused
+        == [
+            "No more helpers may be started: tenant crowd has 4 agents, the most one tenant may "
+            "have (TEASPILL_TENANT_AGENTS)."
+        ]
+        * 3
+    )
+
+
+def test_sigkill_mid_turn_counts_each_model_step_once(small: LiveStack) -> None:
+    slow = {"calls": [{"name": "ledger", "arguments": {"entry": "slow", "seconds": 30}}]}
+    text = script(CALCULATE, slow, CALCULATE, {"reply": "done"})
+    address = "crash.one"
+    small.ingress.send_wake(address, Message(text, spec=SPEC))
+    eventually(
+        lambda: (
+            any(line.startswith(f"{address}/") for line in _lines(started_path(small.home))) or None
+        ),
+        60,
+        "the slow ledger step to start",
+    )
+    small.restart_endpoint(kill=True)
+    assert small.wait_for_turn_end(address, 1).outcome == "succeeded"
+
+    assert rounds(small.events(address), 1) == 4
+    counts_once(small, "crash", address)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
