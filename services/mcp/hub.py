@@ -28,7 +28,7 @@ from schemas.chat import ToolCall, ToolDefinition
 from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
 from schemas.mcp import PREFIX, McpCatalog, McpTool
-from schemas.questions import InputAnswer, InputAsked
+from schemas.questions import InputAnswer, InputAsked, Question
 from services.effects.ledger import EffectLedger
 from services.mcp.asking import MidCall, asked_of
 from services.mcp.client import call_tool, connected, list_tools
@@ -159,7 +159,16 @@ class McpHub:
         what = f"The MCP tool {tool.tool} of {server.name}"
         if isinstance(asked, str):
             return _result(call, "error", f"{what} {asked}; the call could not go on.")
-        shown = "; ".join(self._scrub(server, q.message) for q in asked.questions.values())
+        if asked.state is not None and self._scrub(server, asked.state) != asked.state:
+            # the state goes back exactly as it came, so it cannot be blanked: not kept at all
+            problem = "put a configured secret in its request state, which would be journaled"
+            return _result(call, "error", f"{what} {problem}; the call could not go on.")
+        scrubbed = msgspec.json.decode(
+            self._scrub(server, msgspec.json.encode(asked.questions).decode()),
+            type=dict[str, Question],
+        )
+        asked = msgspec.structs.replace(asked, questions=scrubbed)
+        shown = "; ".join(q.message for q in asked.questions.values())
         waiting = f"{what} waits for a person's answer: {shown}"
         return msgspec.structs.replace(_result(call, "ok", waiting), asked=asked)
 
