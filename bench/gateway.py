@@ -3,11 +3,11 @@
     python -m bench.gateway [--requests 3000] [--batch 100]
 
 A gateway app on a projection of its own (a temporary home) with one key, its `Tenant`
-record answered by an `httpx.MockTransport` (so a cache miss costs the lookup and the
-confirmation's Python, not a network round trip), called through `httpx.ASGITransport`
-with `GET /v1/me`, one request at a time, in batches that take turns between three
-variants (after a warm-up of each), so that a change in the machine's load meets each
-variant alike:
+record answered by an `httpx.MockTransport` as Restate's admin SQL answers it (so a cache
+miss costs the lookup and the confirmation's Python, not a network round trip), called
+through `httpx.ASGITransport` with `GET /v1/me`, one request at a time, in batches that
+take turns between three variants (after a warm-up of each), so that a change in the
+machine's load meets each variant alike:
 
 - `no cache, no limit`: every request reads the key from the projection and confirms it
   with the tenant's record (`TEASPILL_KEY_CACHE_SECONDS=0`, `TEASPILL_KEY_RATE=0`);
@@ -51,8 +51,9 @@ VARIANTS = {
 
 
 def tenant(key: ApiKey) -> httpx.MockTransport:
-    held = msgspec.json.encode(Keys((key,)))
-    return httpx.MockTransport(lambda request: httpx.Response(200, content=held))
+    """The admin API's answer to the query for the tenant's stored keys."""
+    held = {"rows": [{"value": msgspec.json.encode(Keys((key,))).hex()}]}
+    return httpx.MockTransport(lambda request: httpx.Response(200, json=held))
 
 
 async def timed(call: Callable[[], Awaitable[object]], count: int) -> list[float]:

@@ -76,6 +76,20 @@ class Handler(Generic[In, Out]):
         return msgspec.json.decode(raw, type=self.output)
 
 
+@dataclass(frozen=True)
+class Stored(Generic[Out]):
+    """A value a virtual object keeps under `name` in its state, which code outside the
+    service reads from restate-server's storage (without running a handler). The object
+    writes it with the SDK's default serde: a msgspec Struct is its JSON."""
+
+    service: str
+    name: str
+    type: type[Out]
+
+    def decode(self, raw: bytes) -> Out:
+        return msgspec.json.decode(raw, type=self.type)
+
+
 AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
 SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
@@ -117,6 +131,8 @@ ADD_KEY = Handler(TENANT, "add_key", ApiKey, ApiKey)
 REVOKE_KEY = Handler(TENANT, "revoke_key", KeyRef, ApiKey)
 KEYS = Handler(TENANT, "keys", Empty, Keys)
 OFFERED = Handler(TENANT, "offered", Empty, Offered)
+TENANT_KEYS = Stored(TENANT, "keys", Keys)
+"""The tenant's keys, revoked ones included: the record a key is confirmed with."""
 
 ADD_TOKENS = Handler(TENANT_USAGE, "add_tokens", TokensUsed, Empty)
 """Keyed by the tenant, like every `TenantUsage` handler: sent one-way after each model step."""

@@ -39,6 +39,7 @@ from services.gateway.routes_schedules import router as schedules
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
 from services.gateway.runtime import Runtime
+from services.gateway.stored import StoredState
 from services.gateway.upstream import Upstream
 from services.settings import Settings, settings
 
@@ -66,15 +67,17 @@ def create_app(
     queue_limit: int = 10_000,
 ) -> FastAPI:
     """The app for `config` (default: the environment's settings). `ingress_transport`
-    replaces the network (tests); `heartbeat`: seconds between SSE keepalives;
-    `poll_interval`: seconds between projection reads of a followed agent besides the
-    projector's notices (default: `TEASPILL_FEED_POLL_SECONDS`, else `NOTIFIED_POLL` when a
-    notify or live token is set, else `UNNOTIFIED_POLL`); `queue_limit`: items a follower
-    may fall behind before it catches up from the projection instead."""
+    replaces the network to Restate, its ingress and its admin API (tests); `heartbeat`:
+    seconds between SSE keepalives; `poll_interval`: seconds between projection reads of a
+    followed agent besides the projector's notices (default: `TEASPILL_FEED_POLL_SECONDS`,
+    else `NOTIFIED_POLL` when a notify or live token is set, else `UNNOTIFIED_POLL`);
+    `queue_limit`: items a follower may fall behind before it catches up from the
+    projection instead."""
     config = config or settings()
     path = config.home / "projection.db"
     projection = ProjectionReader(path, config.read_connections)
     ingress = Upstream(config.ingress_url, ingress_transport)
+    records = StoredState(config.admin_url, ingress_transport)
     rt = Runtime(
         settings=config,
         projection=projection,
@@ -86,7 +89,7 @@ def create_app(
             page_bytes=config.page_max_bytes,
         ),
         heartbeat=heartbeat,
-        keys=KeyCache(ProjectionReader(path), ingress, config.key_cache_seconds),
+        keys=KeyCache(ProjectionReader(path), records, config.key_cache_seconds),
         streams=StreamSlots(config.key_streams),
         quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
         hook_key=SigningKey(key_file(config)),

@@ -1,5 +1,5 @@
-"""API key lookups: the projection says which key a hash is, the key's `Tenant` object
-confirms it, and the answer is kept for `ttl` seconds.
+"""API key lookups: the projection says which key a hash is, the key's `Tenant` object's
+stored record confirms it, and the answer is kept for `ttl` seconds.
 
 The projection is derived data: a file restored from before a revocation would bring the
 revoked key back. So a key the projection shows as valid is checked against its tenant's
@@ -8,7 +8,11 @@ A revoked key therefore stops working within `ttl` seconds on every gateway, and
 refused whatever the projection says. A hash the projection does not know is remembered
 for at most `NEGATIVE_SECONDS`, so a new key works within that.
 
-When the tenant's record cannot be read (Restate is down), a key this process confirmed
+The record is read from restate-server's storage (`stored.StoredState`), not through a
+`Tenant` handler: a handler needs the service endpoint, and a gateway restarted while the
+endpoint is down must still take the approvals and stops Restate keeps for it.
+
+When the record cannot be read (restate-server is down), a key this process confirmed
 before keeps its last confirmed answer (a revocation goes through Restate too, so none
 can have happened meanwhile but in the moment before it went down); any other key is
 refused (503): authentication fails closed.
@@ -24,10 +28,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from schemas.tenant import ApiKey
+from schemas.tenant import ApiKey, Keys
+from services.contracts import TENANT_KEYS
 from services.gateway.errors import ApiError
 from services.gateway.reader import ProjectionReader
-from services.gateway.upstream import Upstream
+from services.gateway.stored import StateUnreadableError, StoredState
 from services.keys import same_hash
 
 NEGATIVE_SECONDS = 1.0
@@ -46,13 +51,13 @@ class KeyCache:
     def __init__(
         self,
         projection: ProjectionReader,
-        ingress: Upstream,
+        records: StoredState,
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.projection = projection
         self.ttl = ttl
-        self._ingress = ingress
+        self._records = records
         self._clock = clock
         self._known: OrderedDict[str, tuple[ApiKey | None, float]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[ApiKey | None]] = {}
@@ -91,8 +96,8 @@ class KeyCache:
     async def _confirmed(self, key: ApiKey) -> ApiKey | None:
         """The tenant's own record of `key`: revoked there, or unknown there, wins."""
         try:
-            held = await self._ingress.keys(key.tenant)
-        except ApiError as error:
+            held = await self._records.read(TENANT_KEYS, key.tenant) or Keys()
+        except StateUnreadableError as error:
             raise KeyUncheckableError from error
         for record in held.keys:
             if record.id == key.id and same_hash(record.hash, key.hash):
@@ -101,3 +106,7 @@ class KeyCache:
 
     def forget(self) -> None:
         self._known.clear()
+
+    async def close(self) -> None:
+        await self.projection.close()
+        await self._records.close()

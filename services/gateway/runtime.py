@@ -67,7 +67,7 @@ class Runtime:
         await self.hub.close()
         await self.ingress.close()
         await self.projection.close()
-        await self.keys.projection.close()
+        await self.keys.close()
 
 
 def runtime(request: Request) -> Runtime:

@@ -33,13 +33,14 @@ from services.contracts import (
     REVOKE_KEY,
     SPECS,
     TENANT,
+    TENANT_KEYS,
 )
 from services.contracts import KEYS as KEYS_HANDLER
 from services.durable import send
 from services.settings import settings
 from services.specs import Offer, SpecError, parse_spec
 
-KEYS = "keys"
+KEYS = TENANT_KEYS.name
 
 
 def spec_key(kind: str) -> str:
@@ -136,7 +137,7 @@ async def spec(ctx: restate.ObjectSharedContext, query: SpecQuery) -> SpecAnswer
 
 @tenant.handler(name=ADD_KEY.name)
 async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
-    keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
+    keys = await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
     ctx.set(KEYS, with_key(keys, ctx.key(), key))
     send(ctx, PROJECT_KEY, key, key=ctx.key())
     return key
@@ -159,7 +160,7 @@ def with_key(keys: Keys, tenant: str, key: ApiKey) -> Keys:
 
 @tenant.handler(name=REVOKE_KEY.name)
 async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
-    keys = await ctx.get(KEYS, type_hint=Keys) or Keys()
+    keys = await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
     found = [k for k in keys.keys if k.id == ref.id]
     if not found:
         raise restate.TerminalError(f"tenant {ctx.key()} has no key {ref.id!r}", 404)
@@ -185,7 +186,7 @@ def without_key(keys: Keys, ref: KeyRef, at: datetime) -> Keys:
 
 @tenant.handler(kind="shared", name=KEYS_HANDLER.name)
 async def list_keys(ctx: restate.ObjectSharedContext) -> Keys:
-    return await ctx.get(KEYS, type_hint=Keys) or Keys()
+    return await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
 
 
 @tenant.handler(kind="shared", name=OFFERED.name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from schemas.events import (
 from schemas.model import Usage
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, Scope, SpecVersions
+from services.contracts import TENANT, TENANT_KEYS
 from services.gateway.app import create_app
 from services.keys import new_key
 from services.projection.store import ProjectionStore
@@ -71,7 +73,8 @@ def timeline(agent: str, turns: int, first_seq: int = 1, first_turn: int = 1) ->
 
 @dataclass
 class FakeIngress:
-    """Restate ingress as the gateway uses it: wake sends, and the Tenant object."""
+    """Restate as the gateway uses it: wake sends and the Tenant object through ingress,
+    and the Tenant's stored keys through the admin SQL."""
 
     sent: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
     published: dict[tuple[str, str], SpecVersions] = field(default_factory=dict)
@@ -90,6 +93,11 @@ class FakeIngress:
         if self.down:
             raise httpx.ConnectError("connection refused", request=request)
         parts = request.url.path.strip("/").split("/")
+        if parts == ["query"]:
+            return self._query(msgspec.json.decode(request.content)["query"])
+        return self._ingress(parts, request)
+
+    def _ingress(self, parts: list[str], request: httpx.Request) -> httpx.Response:
         if parts == ["restate", "health"]:
             return httpx.Response(200, json={"services": []})
         if parts[0] == "Agent" and parts[2:] == ["wake", "send"]:
@@ -149,6 +157,16 @@ class FakeIngress:
         kind = msgspec.json.decode(body)["kind"]
         answer = latest(self.published.get((tenant, kind)))
         return httpx.Response(200, content=msgspec.json.encode(answer))
+
+    def _query(self, sql: str) -> httpx.Response:
+        """`SELECT value FROM state` of one object's value, as restate-server answers it:
+        the bytes the SDK's default serde wrote, hex-encoded."""
+        where = dict(re.findall(r"(\w+) = '((?:[^']|'')*)'", sql))
+        held = self.keys.get(where["service_key"].replace("''", "'"))
+        if (where["service_name"], where["key"]) != (TENANT, TENANT_KEYS.name) or not held:
+            return httpx.Response(200, json={"rows": []})
+        stored = restate.serde.DefaultSerde(Keys).serialize(Keys(tuple(held)))
+        return httpx.Response(200, json={"rows": [{"value": stored.hex()}]})
 
     def _keys(self, tenant: str, handler: str, body: bytes) -> httpx.Response:
         held = Keys(tuple(self.keys.get(tenant, ())))

@@ -185,3 +185,35 @@ def wait_for_end(gw: GatewayStack, address: str, turn: int, timeout: float = 60)
                 return event.body
         time.sleep(0.1)
     raise AssertionError(f"turn {turn} of {address} did not end within {timeout} s")
+
+
+def test_a_gateway_restarted_while_the_endpoint_is_down_takes_answers_and_stops(
+    careful: GatewayStack,
+) -> None:
+    """No key is in the new gateway's memory: each is confirmed without the endpoint."""
+    gw = careful
+    request = waiting_for_approval(gw, "acme.restart-approve")
+    waiting_for_approval(gw, "acme.restart-stop")
+
+    gw.endpoint.kill()
+    gw.gateway.stop()
+    gw.gateway.start()
+    listed = gw.http.get("/v1/agents", headers=gw.auth)
+    assert listed.status_code == 200, listed.text
+    addresses = {agent["address"] for agent in listed.json()["agents"]}
+    assert {"acme.restart-approve", "acme.restart-stop"} <= addresses
+    answers = [
+        timed(gw, f"/v1/agents/acme.restart-approve/approvals/{request}", {"approve": True}),
+        timed(gw, "/v1/agents/acme.restart-stop/stop"),
+    ]
+    for response, seconds in answers:
+        assert response.status_code == 202, response.text
+        assert seconds < 1.0, f"{response.request.url} took {seconds:.2f} s"
+    gw.endpoint.start()
+
+    approved = wait_for_end(gw, "acme.restart-approve", 1)
+    assert (approved.outcome, approved.reply) == ("succeeded", "wrote: recorded approved-entry")
+    assert ledger(gw, "acme.restart-approve") == Counter({"approved-entry": 1})
+    assert len(bodies(gw.timeline("acme.restart-approve"), ApprovalAnswered)) == 1
+    assert wait_for_end(gw, "acme.restart-stop", 1).outcome == "stopped"
+    assert ledger(gw, "acme.restart-stop") == Counter()
