@@ -166,7 +166,7 @@ def test_a_read_key_on_a_missing_agent_gets_no_advice_it_cannot_follow(
     open_agent(watched, ui_stack, address)
     expect(watched.page.locator(".notice")).to_have_text(f"There is no agent {address} yet.")
     expect(watched.page.locator("#error")).to_be_hidden()
-    for control in ("#kind", "#send", "#message", "#stop"):
+    for control in ("#kind", "#send", "#message", "#stop", "#hold"):
         expect(watched.page.locator(control)).to_have_count(0)
     page_text = watched.page.locator("main").inner_text()
     assert "kind" not in page_text.lower()
@@ -287,6 +287,36 @@ def test_the_stop_button_stops_a_slow_turn(ui_stack: UiStack, watched: Watched) 
     assert watched.errors == []
 
 
+def test_pause_holds_a_running_turn_after_its_round_and_resume_runs_it_on(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    address = fresh("hold")
+    calculate = {"name": "calculator", "arguments": {"expression": "6*7"}}
+    with ui_stack.client() as api:
+        api.send(
+            address,
+            script({"sleep": 3, "calls": [calculate]}, {"reply": "{results}"}),
+            kind="script",
+        )
+    sign_in(watched, ui_stack)
+    open_agent(watched, ui_stack, address)
+    expect(watched.page.locator(".status")).to_have_text("running")
+    watched.page.locator("#hold").click()
+    expect(row(watched, "paused")).to_be_visible(timeout=30_000)
+    expect(watched.page.locator(".status")).to_have_text("paused")
+    expect(row(watched, "calculator → ok")).to_have_count(1)
+    expect(watched.page.locator("#hold")).to_have_text("Resume")
+    watched.shot("paused")
+    watched.page.locator("#hold").click()
+    expect(row(watched, "ended succeeded")).to_be_visible(timeout=30_000)
+    expect(watched.page.locator(".status")).to_have_text("idle")
+    expect(watched.page.locator("#hold")).to_have_text("Pause")
+    with ui_stack.client() as api:
+        events = list(api.events(address))
+    assert [e.body.outcome for e in events if isinstance(e.body, TurnEnded)] == ["succeeded"]
+    assert watched.errors == []
+
+
 def test_a_context_fold_shows_its_turns_and_its_summary(
     ui_stack: UiStack, watched: Watched
 ) -> None:
@@ -363,7 +393,7 @@ def test_a_read_only_key_sees_no_controls(ui_stack: UiStack, watched: Watched) -
     sign_in(watched, ui_stack, "read")
     open_agent(watched, ui_stack, address)
     expect(row(watched, "needs approval")).to_be_visible()
-    for control in ("#send", "#stop", "#message"):
+    for control in ("#send", "#stop", "#hold", "#message"):
         expect(watched.page.locator(control)).to_have_count(0)
     expect(watched.page.get_by_role("button", name="Approve")).to_have_count(0)
     watched.shot("read-only")

@@ -47,6 +47,7 @@ export class AgentPage {
     const head = h("div", { class: "agent-head" },
       h("h1", {}, this.address), this.statusNode, this.metaNode, this.connNode,
       this.canWrite ? h("button", { type: "button", class: "danger", id: "stop", hidden: true, onclick: () => this.stop() }, "Stop") : null,
+      this.canWrite ? h("button", { type: "button", id: "hold", hidden: true, onclick: () => this.hold() }, "Pause") : null,
       h("a", { href: "#/" }, "All agents"));
     this.node = h("section", { class: "agent" }, head, this.noticeNode, this.scroller,
       this.canWrite ? this.composer() : null);
@@ -215,6 +216,11 @@ export class AgentPage {
     this.statusNode.className = `status ${status}`;
     const stop = this.node.querySelector("#stop");
     if (stop) stop.hidden = !IN_A_TURN.includes(status);
+    const hold = this.node.querySelector("#hold");
+    if (hold) {
+      hold.hidden = status === "new";
+      hold.textContent = status === "paused" ? "Resume" : "Pause";
+    }
   }
 
   settleLive(event) {
@@ -302,6 +308,18 @@ export class AgentPage {
     }
     const seq = this.requests.get(id);
     if (seq) this.view.invalidate(seq);
+  }
+
+  // Pause holds the agent after its running round; Resume runs it again (both one-way).
+  async hold() {
+    const resume = this.statusNode.textContent === "paused";
+    try {
+      const answer = await this.api.post(`${agentPath(this.address)}/${resume ? "resume" : "pause"}`);
+      this.noticeNode.textContent = answer.message;
+      this.showError("");
+    } catch (error) {
+      this.showError(error.message);
+    }
   }
 
   async stop() {
