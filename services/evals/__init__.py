@@ -1,0 +1,1 @@
+"""Evals: eval files run through the stack, graded on the recorded timeline."""

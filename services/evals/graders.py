@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 
-from schemas.events import Event, ModelMessage, ToolCalled, TurnEnded
+from schemas.chat import ToolCall
+from schemas.events import Event, ModelMessage, TurnEnded
 
 OUTCOMES = (
     "succeeded",
@@ -69,8 +70,11 @@ class Transcript:
         return sum(b.usage.prompt_tokens + b.usage.completion_tokens for b in ended)
 
     @property
-    def tool_calls(self) -> tuple[ToolCalled, ...]:
-        return tuple(e.body for e in self.events if isinstance(e.body, ToolCalled))
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """Every call the model asked for, whether it then ran, waited for a person's
+        approval or was refused (`tool_finished` says which)."""
+        asked = (e.body for e in self.events if isinstance(e.body, ModelMessage))
+        return tuple(call for body in asked for call in body.tool_calls)
 
 
 def _quoted(text: str) -> str:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from schemas.events import (
@@ -115,7 +115,8 @@ async def converse(
     client: AsyncClient, address: str, kind: str, messages: tuple[str, ...], within: float
 ) -> Transcript:
     """Send each message after the previous turn ended; stop at the first turn that did
-    not succeed, or when `within` seconds are up (the turn in progress is stopped)."""
+    not succeed, or when `within` seconds are up (the turn in progress is stopped, and
+    what it recorded until then is kept)."""
     events: list[Event] = []
     replies: list[str] = []
     outcome, problem = "succeeded", ""
@@ -123,9 +124,8 @@ async def converse(
         async with asyncio.timeout(within):
             for text in messages:
                 sent = await client.send(address, text, kind=kind)
-                turn = await _turn(client, address, sent)
-                events.extend(turn)
-                outcome, problem, reply = _ending(turn[-1])
+                await _turn(client, address, sent, events)
+                outcome, problem, reply = _ending(events[-1])
                 replies.append(reply)
                 if outcome != "succeeded":
                     break
@@ -144,28 +144,23 @@ async def _stop(client: AsyncClient, address: str) -> None:
         return
 
 
-async def _turn(client: AsyncClient, address: str, sent: Accepted) -> list[Event]:
-    """The recorded events of the turn `sent` started, up to its end (or where it waits
-    for a person, or the message's refusal)."""
+async def _turn(client: AsyncClient, address: str, sent: Accepted, found: list[Event]) -> None:
+    """Add to `found` the recorded events of the turn `sent` started, up to its end (or
+    where it waits for a person, or the message's refusal), each as it arrives."""
     async with contextlib.aclosing(_recorded(client, address, sent.after_seq)) as events:
-        return await _collect(events, sent)
-
-
-async def _collect(events: AsyncIterator[Event], sent: Accepted) -> list[Event]:
-    turn: int | None = None
-    found: list[Event] = []
-    async for event in events:
-        body = event.body
-        if isinstance(body, MessageRejected) and body.message_id == sent.message_id:
-            return [event]
-        if turn is None and isinstance(body, TurnStarted) and body.message_id == sent.message_id:
-            turn = event.turn
-        if turn is None or event.turn != turn:
-            continue
-        found.append(event)
-        if isinstance(body, TurnEnded | ApprovalRequested | TurnParked):
-            return found
-    raise AssertionError("a followed timeline never ends")
+        turn: int | None = None
+        async for event in events:
+            body = event.body
+            if isinstance(body, MessageRejected) and body.message_id == sent.message_id:
+                found.append(event)
+                return
+            if turn is None and isinstance(body, TurnStarted):
+                turn = event.turn if body.message_id == sent.message_id else None
+            if turn is None or event.turn != turn:
+                continue
+            found.append(event)
+            if isinstance(body, TurnEnded | ApprovalRequested | TurnParked):
+                return
 
 
 async def _recorded(client: AsyncClient, address: str, after: int) -> AsyncGenerator[Event, None]:
@@ -182,7 +177,7 @@ def _ending(last: Event) -> tuple[str, str, str]:
         return body.outcome, body.reason, body.reply
     if isinstance(body, MessageRejected):
         return "rejected", body.message, ""
-    assert isinstance(body, ApprovalRequested | TurnParked)
+    assert isinstance(body, ApprovalRequested | TurnParked), "a followed turn stops at one"
     return "awaiting_approval", f"the turn waits for approval {body.request_id}", ""
 
 

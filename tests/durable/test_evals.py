@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from schemas.events import TurnEnded
 from services.cli.main import main
 from services.stack import Gateway, settings_env
-from tests.durable.conftest import LiveStack
+from tests.durable.conftest import LiveStack, eventually
 
 pytestmark = pytest.mark.durable
 
@@ -169,3 +170,60 @@ def test_the_example_evals_run_end_to_end_on_the_bundled_model(
     assert [c["outcome"] for c in report["cases"]] == ["succeeded", "succeeded"]
     assert all(c["reply"].strip() and c["tokens"] > 0 for c in report["cases"])
     assert "2 of 2 cases passed (100%)" in out
+
+
+ASKING_SPEC = """
+kind = "eval-asker"
+instructions = "Follow the script."
+model = "script"
+[tools]
+calculator = "ask"
+"""
+
+SHORT_OF_AN_END = """
+spec = "asker.toml"
+timeout = 10
+# One at a time: the scripted model, like the bundled one, serves one call at a time, and
+# the slow case must not hold it while the other asks for its approval.
+concurrency = 1
+
+[[cases]]
+name = "waits for a person"
+messages = ['{"calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}']
+expect = [{ outcome = "awaiting_approval" }, { tool_called = "calculator" }]
+
+[[cases]]
+name = "too slow"
+messages = ['{"sleep": 60, "reply": "late"}']
+expect = [{ outcome = "succeeded" }]
+"""
+
+
+def test_a_case_that_waits_for_a_person_or_runs_out_of_time_says_so(
+    cli: Any, stack: LiveStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "asker.toml").write_text(ASKING_SPEC)
+    path = tmp_path / "short.toml"
+    path.write_text(SHORT_OF_AN_END)
+    results = tmp_path / "short.json"
+    code, out, err = cli("eval", "run", str(path), "--out", str(results), capsys=capsys)
+    assert code == 1
+    assert err == (
+        "case 'too slow' failed outcome 'succeeded': The case ended timed_out (the case did "
+        "not finish within 10 s).\n"
+    )
+    waited, slow = json.loads(results.read_text())["cases"]
+    assert (waited["passed"], waited["outcome"]) == (True, "awaiting_approval")
+    assert "tool_called 'calculator'" in waited["grades"][1]["grader"]
+    assert slow["outcome"] == "timed_out"
+
+    def stopped() -> TurnEnded | None:
+        ends = [e.body for e in stack.events(slow["address"]) if isinstance(e.body, TurnEnded)]
+        return ends[0] if ends else None
+
+    assert eventually(stopped, 30, "the slow case's turn to end").outcome == "stopped"
+    code, out, _ = cli(
+        "eval", "run", str(path), "--out", str(results), "--threshold", "0.5", capsys=capsys
+    )
+    assert code == 0
+    assert "1 of 2 cases passed (50%); the threshold is 50%: at or above it." in out

@@ -31,7 +31,9 @@ ADDED = Transcript(
     messages=("what is 2+2?",),
     events=events(
         TurnStarted("what is 2+2?", "clerk", 1),
-        ModelMessage("script", "", (ToolCall("c1", "calculator", {"expression": "2+2"}),)),
+        ModelMessage(
+            "script", "", (ToolCall("c1", "calculator", {"expression": "2+2", "precision": 2}),)
+        ),
         ToolCalled("c1", "calculator", {"expression": "2+2", "precision": 2}),
         ModelMessage("script", "It is 4."),
         TurnEnded("succeeded", "It is 4.", usage=Usage(prompt_tokens=30, completion_tokens=5)),
