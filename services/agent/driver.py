@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Awaitable, Sequence
-from typing import Protocol, overload
+from collections.abc import Awaitable, Callable, Sequence
+from typing import ParamSpec, Protocol, overload
 
 import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.chat import ToolDefinition
+from schemas.chat import ToolCall, ToolDefinition
 from schemas.events import (
     AgentStatus,
     ApprovalRequested,
@@ -111,10 +111,14 @@ from services.contracts import (
 from services.durable import CANCELLED, Asked, ask, call, send, step_options
 from services.harness.loop import TurnInput, run_turn
 from services.harness.recall import answer, parse
+from services.observe import genai, tracing
 from services.tools.registry import ToolRegistry
 
 TOO_MANY = 429
 NO_QUOTAS = TenantQuotas()
+
+P = ParamSpec("P")
+
 CLOCK_STEP = "timestamp"
 """The clock step's name: the one `ctx.time()` journals, so journals of either replay."""
 
@@ -427,7 +431,7 @@ class Driver:
                 await self._flush()
             result = await self._ctx.run_typed(
                 f"tool {call_.name} {call_.id}",
-                hub.run,
+                self._traced(call_, hub.run),
                 step_options(ToolResult),
                 call_,
                 command.idempotency_key,
@@ -440,7 +444,7 @@ class Driver:
                 await self._flush()
             result = await self._ctx.run_typed(
                 f"tool {call_.name} {call_.id}",
-                self._tools.run,
+                self._traced(call_, self._tools.run),
                 step_options(ToolResult),
                 call_,
                 command.idempotency_key,
@@ -454,6 +458,11 @@ class Driver:
             self._add(finished, *written, at=result.finished or None)
         self._timeline.show()
         return result
+
+    def _traced(self, call_: ToolCall, run: Callable[P, ToolResult]) -> Callable[P, ToolResult]:
+        """The tool step's function in its span (the step runs it on another thread)."""
+        attributes = genai.tool_call(call_.name, call_.id, self._address)
+        return tracing.traced(f"execute_tool {call_.name}", tracing.current(), attributes, run)
 
     def _found_mcp(self, name: str) -> McpTool | None:
         return self._catalog.find(name) if name.startswith(MCP_PREFIX) else None

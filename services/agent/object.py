@@ -37,6 +37,7 @@ from services.contracts import (
     Empty,
 )
 from services.durable import send
+from services.observe import tracing
 from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
 
@@ -75,7 +76,9 @@ def agent_object(
         driver = Driver(
             ctx, address, tools, sink=sink, model=model, observers=observers or (), quotas=counted
         )
-        return await driver.run(envelope.wake)
+        attributes = {"teaspill.agent": address, "teaspill.wake": type(envelope.wake).__name__}
+        with tracing.span("wake", tracing.attempt(ctx), attributes):
+            return await driver.run(envelope.wake)
 
     _controls(agent)
     _views(agent)

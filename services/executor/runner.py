@@ -23,6 +23,8 @@ from collections.abc import Iterable
 
 import msgspec
 import restate
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 
 from schemas.address import tenant_of
 from schemas.model import Fallback, ModelReply, ModelRequest
@@ -33,6 +35,7 @@ from services.executor.errors import for_log, public
 from services.executor.live import LiveText, Post
 from services.executor.protocol import discard
 from services.executor.registry import ModelRegistry, UnknownModelError
+from services.observe import genai, tracing
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +130,23 @@ class ModelRunner:
             )
 
     async def _attempt(self, ctx: restate.Context, name: str, request: ModelRequest) -> ModelReply:
+        parent = tracing.within(ctx)
         return await cancellable_step(
             ctx,
             f"model {name} r{request.round}",
-            lambda cancelled: self._generate(name, request, cancelled),
+            lambda cancelled: self._traced(parent, name, request, cancelled),
             ModelReply,
         )
+
+    async def _traced(
+        self, parent: Context | None, name: str, request: ModelRequest, cancelled: Cancelled
+    ) -> ModelReply:
+        """The attempt inside its span: made only when the step runs, never on a replay."""
+        attributes = genai.model_request(name, request)
+        with tracing.span(f"chat {name}", parent, attributes, SpanKind.CLIENT) as made:
+            reply = await self._generate(name, request, cancelled)
+            genai.model_reply(made, msgspec.structs.replace(reply, model=reply.model or name))
+            return reply
 
     async def _generate(self, name: str, request: ModelRequest, cancelled: Cancelled) -> ModelReply:
         """One attempt on one model, stamped with when it ran (inside the journaled step)."""

@@ -7,6 +7,7 @@ It reads the projection and reaches agents and tenants only through Restate ingr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,7 +41,9 @@ from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
 from services.gateway.runtime import Runtime
 from services.gateway.stored import StoredState
+from services.gateway.tracing import TracingMiddleware
 from services.gateway.upstream import Upstream
+from services.observe import tracing
 from services.settings import Settings, settings
 
 DESCRIPTION = """Send messages to durable agents, read and follow their timelines, publish
@@ -105,6 +108,7 @@ def create_app(
                 yield
         finally:
             await rt.close()
+            await asyncio.to_thread(tracing.shutdown)
 
     # No Swagger UI or ReDoc: FastAPI's pages load their scripts from another host, and
     # nothing the gateway serves may. /openapi.json is served for any viewer.
@@ -136,6 +140,10 @@ def create_app(
         app.include_router(router)
     app.router.routes.append(Route("/mcp", mcp))
     app.router.routes.extend(a2a_server.routes(rt))
+    if tracing.setup(config.otlp_endpoint, "teaspill-gateway"):
+        # Innermost: it sees the scope the router marks with the route, and a request
+        # refused for its key makes no trace.
+        app.add_middleware(TracingMiddleware)
     app.add_middleware(
         BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
     )

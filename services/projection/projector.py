@@ -28,6 +28,7 @@ from schemas.tenant import ApiKey, PublishedSpec
 from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
 from services.durable import step_options
 from services.ingress import AsyncIngress
+from services.observe import tracing
 from services.projection.catalog import Decided
 from services.projection.rebuild import rebuild_from_restate
 from services.projection.store import ProjectionStore
@@ -120,8 +121,14 @@ class Projection:
         """A wake's last write: `commit`, or, if the batch cannot be committed and there
         is an `overflow`, the batch handed to it, so the wake does not wait for the
         projection to work again."""
+        agent = batch.events[-1].agent if batch.events else ""
+        attributes: tracing.Attributes = {
+            "teaspill.agent": agent,
+            "teaspill.events": len(batch.events),
+        }
         try:
-            await self.commit(batch)
+            with tracing.span("projection write", attributes=attributes):
+                await self.commit(batch)
         except Exception as error:
             if self._overflow is None:
                 raise

@@ -60,7 +60,13 @@ def restate_env(settings: Settings) -> dict[str, str]:
     # has not imported already.
     from services.stack.identity import private_key_file  # noqa: PLC0415
 
+    tracing = (
+        {"RESTATE_TRACING_ENDPOINT": settings.restate_tracing_endpoint}
+        if settings.restate_tracing_endpoint
+        else {}
+    )
     return {
+        **tracing,
         "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE": str(
             private_key_file(settings.home)
         ),

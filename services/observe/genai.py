@@ -1,0 +1,51 @@
+"""The attributes of a model call's span and a tool call's, after OpenTelemetry's semantic
+conventions for generative AI (`gen_ai.*`)."""
+
+from __future__ import annotations
+
+from opentelemetry.trace import Span
+
+from schemas.model import ModelReply, ModelRequest
+from services.observe.tracing import Attributes
+
+
+def model_request(name: str, request: ModelRequest) -> Attributes:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": name,
+        "teaspill.agent": request.agent,
+        "teaspill.turn": request.turn,
+        "teaspill.round": request.round,
+    }
+
+
+def model_reply(span: Span | None, reply: ModelReply) -> None:
+    """Tokens (prompt, served from the prompt cache, completion), the finish reason and the
+    time to the first token, in seconds."""
+    if span is None:
+        return
+    usage = reply.usage
+    span.set_attributes(
+        {
+            "gen_ai.response.model": reply.model,
+            "gen_ai.response.finish_reasons": (reply.finish_reason,),
+            "gen_ai.usage.input_tokens": usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": usage.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+            "gen_ai.server.time_to_first_token": reply.timing.first_token_seconds,
+            "gen_ai.server.time_per_output_token": _per_token(reply.timing.tokens_per_second),
+        }
+    )
+
+
+def tool_call(name: str, call_id: str, agent: str) -> Attributes:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "teaspill.agent": agent,
+    }
+
+
+def _per_token(tokens_per_second: float) -> float:
+    return 1.0 / tokens_per_second if tokens_per_second > 0 else 0.0
