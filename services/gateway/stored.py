@@ -59,7 +59,7 @@ class StoredState:
                 "/query", json={"query": sql}, headers={"accept": "application/json"}
             )
         except httpx.HTTPError as error:
-            raise StateUnreadableError(f"not reachable ({error.__class__.__name__})") from error
+            raise StateUnreadableError("not reachable") from error
         if not answer.is_success:
             raise StateUnreadableError(f"it answered {answer.status_code}")
         try:

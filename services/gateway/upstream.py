@@ -156,10 +156,22 @@ class Upstream:
         try:
             response = await self._client.http.get("/restate/health", timeout=3.0)
         except httpx.HTTPError as error:
-            return f"not reachable at {self.url} ({error.__class__.__name__})"
+            return f"not reachable at {self.url} ({_why(error)})"
         if response.status_code != httpx.codes.OK:
             return f"answered {response.status_code} to its health check"
         return "ok"
+
+
+def _why(error: httpx.HTTPError) -> str:
+    """What a failed exchange with Restate means for the caller, in words."""
+    if isinstance(error, httpx.TimeoutException):
+        return (
+            "it did not answer in time, as when the service endpoint is down; the request "
+            "may still be carried out once it is back, so check before sending it again"
+        )
+    if isinstance(error, httpx.ConnectError):
+        return "nothing answers at its address"
+    return "the connection to it failed"
 
 
 async def _answer(request: Awaitable[T]) -> T:
@@ -167,9 +179,9 @@ async def _answer(request: Awaitable[T]) -> T:
     try:
         return await request
     except httpx.HTTPError as error:
-        raise IngressUnavailableError(f"{error.__class__.__name__}: {error}") from error
+        raise IngressUnavailableError(_why(error)) from error
     except msgspec.DecodeError as error:
-        raise IngressUnavailableError(f"it answered something unexpected: {error}") from error
+        raise IngressUnavailableError("it answered something unexpected") from error
     except IngressError as error:
         if 400 <= error.status < 500 and error.from_handler:
             raise ApiError(error.status, error.message) from error
