@@ -94,6 +94,19 @@ def test_a_malformed_address_is_one_sentence_before_anything_is_reached(
     assert out == ""
 
 
+@pytest.mark.parametrize("answers", ["[1]", "{not json", '{"quantity": 3}'])
+def test_answers_that_are_not_an_object_per_question_are_one_sentence(
+    stack_down: Settings, capsys: pytest.CaptureFixture[str], answers: str
+) -> None:
+    assert main(["approve", "acme.shop", "t1r1-call_0-input1", "--answers", answers]) == 2
+    out, err = capsys.readouterr()
+    assert err == (
+        "teaspill: --answers takes a JSON object with an object of values per question key, "
+        """e.g. '{"quantity": {"quantity": 3}}'.\n"""
+    )
+    assert out == ""
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -104,16 +104,7 @@ def _talk_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="for a call that asks for input: a JSON object, per question key the form's "
         'values, e.g. \'{"quantity": {"quantity": 3}}\'',
     )
-    approve.set_defaults(
-        run=lambda a, s, d: talk.approve(
-            d.agent(a.address),
-            a.address,
-            a.request_id,
-            deny=a.deny,
-            note=a.note,
-            answers=talk.answers_of(a.answers),
-        )
-    )
+    approve.set_defaults(run=_approve)
 
     stop = verbs.add_parser(
         "stop",
@@ -262,6 +253,15 @@ def _send(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
         kind=args.kind,
         while_busy=args.while_busy,
         show=show,
+    )
+
+
+def _approve(args: argparse.Namespace, settings: Settings, doors: Doors) -> int:
+    """The answers are checked before anything is reached: a typo is the user's to fix."""
+    answers = talk.answers_of(args.answers)
+    client = doors.agent(args.address)
+    return talk.approve(
+        client, args.address, args.request_id, deny=args.deny, note=args.note, answers=answers
     )
 
 
