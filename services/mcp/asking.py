@@ -18,14 +18,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types
+import msgspec
 from mcp.client.session import ClientRequestContext
 
 from schemas.questions import InputAnswer, InputAsked, Question, defaults_of
 
+KEPT_BYTES = 64 * 1024
+"""The most a call's questions and request state may take together: they are journaled and
+held in the agent's state while the turn waits."""
+
 
 def asked_of(result: mcp_types.InputRequiredResult, leg: int) -> InputAsked | str:
     """The questions of an input-required result, or a sentence for what no person can
-    answer here."""
+    answer here (or what is too big to keep)."""
+    asked = _questions(result, leg)
+    if isinstance(asked, str):
+        return asked
+    size = len(msgspec.json.encode(asked))
+    if size > KEPT_BYTES:
+        return (
+            f"asked for input with questions and request state of {size:,} bytes, more than "
+            f"the {KEPT_BYTES:,} a waiting call may keep"
+        )
+    return asked
+
+
+def _questions(result: mcp_types.InputRequiredResult, leg: int) -> InputAsked | str:
     questions: dict[str, Question] = {}
     for key, request in (result.input_requests or {}).items():
         if not isinstance(request, mcp_types.ElicitRequest):

@@ -48,6 +48,16 @@ def test_a_request_no_person_can_answer_is_a_sentence() -> None:
     assert asked_of(result, 1) == "asked for roots/list, which teaspill does not provide"
 
 
+def test_questions_too_big_to_keep_are_a_sentence() -> None:
+    result = mcp_types.InputRequiredResult(
+        input_requests={"n": _form("How many?", FORM)}, request_state="x" * 70_000
+    )
+    assert asked_of(result, 1) == (
+        "asked for input with questions and request state of 70,136 bytes, more than the "
+        "65,536 a waiting call may keep"
+    )
+
+
 def test_the_answer_is_one_response_per_question() -> None:
     asked = InputAsked({"n": Question("How many?", FORM), "in": Question("Go", url="u")})
     accepted = responses_of(InputAnswer(asked, True, {"n": {"n": 2}}))
