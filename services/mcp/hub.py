@@ -163,10 +163,14 @@ class McpHub:
             # the state goes back exactly as it came, so it cannot be blanked: not kept at all
             problem = "put a configured secret in its request state, which would be journaled"
             return _result(call, "error", f"{what} {problem}; the call could not go on.")
-        scrubbed = msgspec.json.decode(
-            self._scrub(server, msgspec.json.encode(asked.questions).decode()),
-            type=dict[str, Question],
-        )
+        try:
+            scrubbed = msgspec.json.decode(
+                self._scrub(server, msgspec.json.encode(asked.questions).decode()),
+                type=dict[str, Question],
+            )
+        except msgspec.DecodeError:  # a secret that spans the JSON's own punctuation
+            problem = "put a configured secret in its questions"
+            return _result(call, "error", f"{what} {problem}; the call could not go on.")
         asked = msgspec.structs.replace(asked, questions=scrubbed)
         shown = "; ".join(q.message for q in asked.questions.values())
         waiting = f"{what} waits for a person's answer: {shown}"
