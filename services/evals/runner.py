@@ -61,7 +61,8 @@ def judge_spec(model: str) -> AgentSpec:
 
 
 def address_for(tenant: str, run_id: str, index: int, name: str) -> str:
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:28] or "case"
+    # Short enough that the agent's part stays within 48 characters with a judge's suffix.
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:24].strip("-_") or "case"
     return f"{tenant}.e{run_id}-{index}-{slug}"
 
 
@@ -92,9 +93,10 @@ async def run_case(client: AsyncClient, suite: Suite, plan: Planned) -> CaseResu
     seen = await converse(client, plan.address, plan.kind, plan.case.messages, suite.timeout)
     seconds = round(time.monotonic() - begun, 3)
     grades: list[GradeResult] = []
-    for grader in plan.case.expect:
+    for index, grader in enumerate(plan.case.expect):
         if isinstance(grader, Judge):
-            grades.append(await ask_judge(client, suite, plan, grader, seen))
+            address = f"{plan.address}-j{index}"
+            grades.append(await ask_judge(client, suite, address, grader, seen))
         else:
             grades.append(grader.grade(seen))
     return CaseResult(
@@ -182,11 +184,10 @@ def _ending(last: Event) -> tuple[str, str, str]:
 
 
 async def ask_judge(
-    client: AsyncClient, suite: Suite, plan: Planned, grader: Judge, seen: Transcript
+    client: AsyncClient, suite: Suite, address: str, grader: Judge, seen: Transcript
 ) -> GradeResult:
-    """Ask the file's judge model, in an agent of its own, about the case's conversation."""
-    index = plan.case.expect.index(grader)
-    address = f"{plan.address}-j{index}"[:200]
+    """Ask the file's judge model, in an agent of its own (`address`), about the case's
+    conversation."""
     question = (
         f"Question: {grader.question}\n\nThe conversation:\n{conversation(seen)}\n\n"
         "Answer PASS or FAIL on the first line."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from schemas.address import parse_address
 from schemas.chat import ToolCall
 from schemas.events import Event, EventBody, ModelMessage, ToolCalled, TurnEnded, TurnStarted
 from schemas.model import Usage
@@ -19,6 +20,7 @@ from services.evals.graders import (
     conversation,
     verdict_of,
 )
+from services.evals.runner import address_for
 
 AT = datetime(2026, 1, 2, tzinfo=UTC)
 
@@ -111,3 +113,10 @@ def test_a_verdict_is_read_strictly_from_the_first_line() -> None:
 def test_the_judge_reads_each_message_with_its_reply() -> None:
     two = Transcript(("hi", "and?"), (), "succeeded", ("hello", "that is all"))
     assert conversation(two) == "User: hi\nAgent: hello\nUser: and?\nAgent: that is all"
+
+
+def test_a_case_address_is_valid_for_any_name() -> None:
+    for name in ("Adds 2+2 with the calculator, please!", "!!!", "é" * 60, "x" * 300):
+        address = address_for("evals", "0123abcd", 99_999, name)
+        parse_address(address)
+        parse_address(f"{address}-j99")
