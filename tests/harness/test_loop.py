@@ -24,6 +24,7 @@ from schemas.harness import (
     Result,
     Running,
     Spawn,
+    Spawned,
     ToolResult,
     TurnState,
     Wait,
@@ -465,3 +466,25 @@ def test_an_approved_ask_call_that_then_asks_for_input_parks_again() -> None:
     assert recording.final is not None
     assert isinstance(recording.final.phase, AwaitingApproval)
     assert [c.name for c in recording.final.phase.remaining] == ["calculator"]
+
+
+def test_a_spawn_the_driver_refuses_is_not_pending_and_the_model_reads_why() -> None:
+    spec = msgspec.structs.replace(SPEC, can_spawn=True)
+    given = start(fan_out_script(2), spec)
+    turn = run_turn(given)
+    command = next(turn)
+    refusal = "No more helpers may be started: the tenant has its most agents."
+    while not isinstance(command, CallModel) or command.request.round < 2:
+        if isinstance(command, CallModel):
+            result: Result = follow_directives(command.request)
+        elif isinstance(command, Spawn):
+            refused = command.child.endswith("c1")
+            result = Spawned(command.child, refusal if refused else "")
+        else:
+            result = Ack()
+        command = turn.send(result)
+    shown = [m.content for m in command.request.messages if m.role == "tool"]
+    assert shown[1] == refusal
+    assert shown[0].startswith("Started helper acme.bot.t1r1c0.")
+    wait = turn.send(follow_directives(command.request))
+    assert wait == Wait(("acme.bot.t1r1c0",)), "only the child that exists is waited for"
