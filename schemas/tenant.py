@@ -69,12 +69,28 @@ class Keys(msgspec.Struct, frozen=True):
     keys: tuple[ApiKey, ...] = ()
 
 
-class TokensUsed(msgspec.Struct, frozen=True):
-    """Model tokens one model step of a tenant's agent used, on the UTC day it finished."""
+class TokenLease(msgspec.Struct, frozen=True):
+    """A wake asks the tenant for model tokens of the UTC day before a round's model step
+    (when what it holds does not cover the step's estimate)."""
 
     day: str
-    """`YYYY-MM-DD`, from the step's journaled end."""
+    """`YYYY-MM-DD`, from the wake's journaled clock."""
+    want: int
+
+
+class TokensGranted(msgspec.Struct, frozen=True):
+    """What the tenant lent the wake (0 once its agents used the day's tokens)."""
+
+    day: str
     tokens: int
+
+
+class TokensSettled(msgspec.Struct, frozen=True):
+    """A wake's end: what it was lent of a day and what its model steps used."""
+
+    day: str
+    granted: int
+    spent: int
 
 
 class TokensQuery(msgspec.Struct, frozen=True):
@@ -83,7 +99,8 @@ class TokensQuery(msgspec.Struct, frozen=True):
 
 
 class TokensToday(msgspec.Struct, frozen=True):
-    """What a tenant's agents used on `day`, as the tenant's `TenantUsage` object holds it."""
+    """What a tenant's agents used on `day`, with what running wakes hold of it, as the
+    tenant's `TenantUsage` object holds it."""
 
     day: str
     tokens: int = 0

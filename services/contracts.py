@@ -36,9 +36,11 @@ from schemas.tenant import (
     SpecAnswer,
     SpecQuery,
     SpecVersions,
+    TokenLease,
+    TokensGranted,
     TokensQuery,
+    TokensSettled,
     TokensToday,
-    TokensUsed,
 )
 from schemas.wake import Arrival, Pause, WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
@@ -134,10 +136,13 @@ OFFERED = Handler(TENANT, "offered", Empty, Offered)
 TENANT_KEYS = Stored(TENANT, "keys", Keys)
 """The tenant's keys, revoked ones included: the record a key is confirmed with."""
 
-ADD_TOKENS = Handler(TENANT_USAGE, "add_tokens", TokensUsed, Empty)
-"""Keyed by the tenant, like every `TenantUsage` handler: sent one-way after each model step."""
+LEASE_TOKENS = Handler(TENANT_USAGE, "lease", TokenLease, TokensGranted)
+"""Keyed by the tenant, like every `TenantUsage` handler: tokens of the day for a wake's
+rounds, asked when what the wake holds does not cover the next model step."""
+SETTLE_TOKENS = Handler(TENANT_USAGE, "settle", TokensSettled, Empty)
+"""Sent one-way at a wake's end: what it was lent and what it used."""
 TOKENS = Handler(TENANT_USAGE, "tokens", TokensQuery, TokensToday)
-"""Shared: what the tenant's agents used on a day, read before a round's model step."""
+"""Shared: what the tenant's agents used (or hold) of a day."""
 TAKE_AGENT = Handler(TENANT_USAGE, "take_agent", Empty, Empty)
 """One agent more for a spawn, refused (429) at the tenant's ceiling."""
 COUNT_AGENT = Handler(TENANT_USAGE, "count_agent", Empty, Empty)

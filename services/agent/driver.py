@@ -66,7 +66,7 @@ from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import grants
 from schemas.state import AgentRecord, TimelineMark
-from schemas.tenant import SpecAnswer, SpecQuery, TokensQuery, TokensToday, TokensUsed
+from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
 from services.agent.books import Books, Clock, model_events
@@ -88,22 +88,24 @@ from services.agent.machine import (
 from services.agent.observers import Observer
 from services.agent.pipeline import (
     BudgetExceededError,
+    Lease,
     Pipeline,
     TenantQuotas,
     check_tenant,
     day_of,
+    estimate,
     needs_clock,
     total,
 )
 from services.agent.store import Doorbell, Store
 from services.agent.timeline import Sink, Timeline
 from services.contracts import (
-    ADD_TOKENS,
     COUNT_AGENT,
     GENERATE,
     LATEST_SPEC,
+    LEASE_TOKENS,
+    SETTLE_TOKENS,
     TAKE_AGENT,
-    TOKENS,
     WAKE,
     WORKSPACE_CALL,
     Empty,
@@ -171,6 +173,8 @@ class Driver:
         self._store = Store(ctx)
         self._pipeline = Pipeline(definitions(tools))
         self._clock = Clock()
+        self._lease = Lease()
+        """What the wake holds of the tenant's tokens of the day (settled at its end)."""
         self._uncounted = False
         """The wake may start the first turn of an agent a message brought into being."""
         self._asked: tuple[str, Asked[SpecAnswer]] | None = None
@@ -352,13 +356,10 @@ class Driver:
         limits = books.turn.spec.limits
         tokens = self._quotas.daily_tokens
         now = await self._read_clock() if tokens or needs_clock(limits) else 0.0
-        today = (
-            ask(self._ctx, TOKENS, TokensQuery(day_of(now)), key=self._tenant) if tokens else None
-        )
         active = books.active(self._clock)
         ledger = self._pipeline.before_model(books.turn, books.ledger, command, now, active)
-        if today is not None:
-            check_tenant(self._tenant, tokens, await today.answer())
+        if tokens:
+            await self._lease_for(command, day_of(now))
         self._books = books.reserved(ledger)
         await self._flush()
         reply = await self._generate(request)
@@ -386,18 +387,31 @@ class Driver:
         self._books = self._books.replied(reply)
         return Summary(reply)
 
-    def _ask_tokens(self, now: float) -> Asked[TokensToday]:
-        """Ask for the tenant's tokens of the day of `now`; answered while the agent's own
-        gates are checked."""
-        return ask(self._ctx, TOKENS, TokensQuery(day_of(now)), key=self._tenant)
+    async def _lease_for(self, command: CallModel, day: str) -> None:
+        """Hold tokens of the tenant's day for the step (raises BudgetExceededError when
+        none are left): asked only when what the wake holds does not cover its estimate."""
+        lease = self._lease
+        limit = self._quotas.daily_tokens
+        want = lease.wants(day, estimate(command.request, command.prompt_chars), limit)
+        if want:
+            if lease.day and lease.day != day:
+                self._settle()  # the day is over: what the wake held of it goes back
+                lease = Lease()
+            got = await call(self._ctx, LEASE_TOKENS, TokenLease(day, want), key=self._tenant)
+            lease = self._lease = lease.grown(got.day, got.tokens)
+        check_tenant(self._tenant, limit, lease)
 
     def _count(self, reply: ModelReply) -> None:
-        """Add a model step's tokens to the tenant's day, one-way: a journaled send, so a
-        replay of the wake never adds the step twice."""
-        used = total(reply.usage)
-        if self._quotas.daily_tokens and used:
-            day = day_of(reply.finished or self._clock.now or 0.0)
-            send(self._ctx, ADD_TOKENS, TokensUsed(day, used), key=self._tenant)
+        if self._quotas.daily_tokens:
+            self._lease = self._lease.used(total(reply.usage))
+
+    def _settle(self) -> None:
+        """Tell the tenant what the wake was lent and what it used (one-way: a journaled
+        send, so a replay never settles twice)."""
+        lease, self._lease = self._lease, Lease()
+        if lease.granted or lease.spent:
+            settled = TokensSettled(lease.day, lease.granted, lease.spent)
+            send(self._ctx, SETTLE_TOKENS, settled, key=self._tenant)
 
     async def _generate(self, request: ModelRequest) -> ModelReply:
         if self._model is None:
@@ -532,6 +546,7 @@ class Driver:
         """Flush what is left of the timeline and write the record (if it changed): the
         wake's end. Returns the record as written."""
         state = state_of(record.turn, paused=record.paused)
+        self._settle()
         await self._timeline.flush(state, self._read_clock, last=True)
         if record.timeline != self._timeline.mark:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)

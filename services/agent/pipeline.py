@@ -1,8 +1,8 @@
 """The policy pipeline every model and tool call crosses, in this order:
 
 1. budget gates (cheapest first): rounds are the harness's; here turn tokens, turn wall
-   time, the agent's daily tokens, then the tenant's (`check_tenant`, on the count the
-   driver read from the tenant's `TenantUsage` object). Enforcement fails closed: when a
+   time, the agent's daily tokens, then the tenant's (`check_tenant`, on what the wake
+   was lent of the day by the tenant's `TenantUsage` object). Enforcement fails closed: when a
    gate cannot run, the call does not happen.
 2. grants and security checks: ungranted tools never reach this point (the harness
    refuses them); here a call's arguments are checked against the tool's JSON Schema.
@@ -27,7 +27,6 @@ from schemas.harness import CallModel, TurnState
 from schemas.model import ModelRequest, Usage
 from schemas.spec import Limits
 from schemas.state import Ledger
-from schemas.tenant import TokensToday
 
 
 class BudgetExceededError(Exception):
@@ -60,13 +59,48 @@ class TenantQuotas:
     """Whether agents are counted, and spawns past the tenant's ceiling refused."""
 
 
-def check_tenant(tenant: str, limit: int, today: TokensToday) -> None:
-    """Raises BudgetExceededError once the tenant's agents used the day's tokens."""
-    if limit and today.tokens >= limit:
+LEASE_ROUNDS = 4
+"""A wake asks the tenant for this many times the next step's estimate (a round asks
+only when what the wake holds does not cover its step), but never holds more than one
+estimate or `LEASE_SHARE` of the tenant's day, whichever is more: what running wakes
+hold and will not use is what other wakes cannot have until they end."""
+LEASE_SHARE = 100
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a wake holds of its tenant's tokens of a day: lent, and used by its steps."""
+
+    day: str = ""
+    granted: int = 0
+    spent: int = 0
+
+    @property
+    def left(self) -> int:
+        return self.granted - self.spent
+
+    def wants(self, day: str, need: int, limit: int) -> int:
+        """Tokens to ask for before a step estimated at `need` on `day` (0: none)."""
+        if day == self.day and self.left >= need:
+            return 0
+        return min(LEASE_ROUNDS * need, max(need, limit // LEASE_SHARE))
+
+    def grown(self, day: str, tokens: int) -> Lease:
+        return Lease(day, self.granted + tokens, self.spent)
+
+    def used(self, tokens: int) -> Lease:
+        return Lease(self.day, self.granted, self.spent + tokens)
+
+
+def check_tenant(tenant: str, limit: int, lease: Lease) -> None:
+    """Raises BudgetExceededError when the wake holds none of the tenant's day: it was
+    lent nothing more, so the tenant's agents used (or hold) the day's tokens. A round
+    that holds less than its estimate goes on: it may end a little past the day."""
+    if lease.left <= 0:
         raise BudgetExceededError(
-            f"Tenant {tenant}'s agents used {today.tokens} model tokens on {today.day} (UTC), "
-            f"the limit for a day (TEASPILL_TENANT_DAILY_TOKENS = {limit}): model calls "
-            "start again after midnight UTC."
+            f"Tenant {tenant}'s agents used the day's {limit} model tokens "
+            f"(TEASPILL_TENANT_DAILY_TOKENS) on {lease.day} (UTC): model calls start again "
+            "after midnight UTC."
         )
 
 

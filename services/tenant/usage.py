@@ -1,23 +1,34 @@
 """The `TenantUsage` virtual object, keyed by a tenant: what the tenant's agents used of
 the quotas that hold across agents, durably, where the work runs.
 
-- Model tokens of the UTC day (`TEASPILL_TENANT_DAILY_TOKENS`): every model step of an
-  agent sends what it used one-way to `add_tokens`, on the day the step finished (its
-  journaled end); a round reads the day's count through the shared `tokens` before its
-  model step, and is refused once it reached the limit. A send is one journal entry of
-  the agent's wake, so a replay after a crash never adds a step twice. Only the newest
-  day is kept: the count starts again at 0 each UTC day.
+- Model tokens of the UTC day (`TEASPILL_TENANT_DAILY_TOKENS`), lent to wakes: before a
+  round's model step, a wake that holds less than the step's estimate asks `lease` for
+  a few rounds' worth (a call, journaled); once the tenant's day is lent or used, it is
+  lent nothing and the round is refused. At its end the wake sends `settle` one-way with
+  what it was lent and what its steps used, and the day's count becomes what was used
+  (a step past its lease is counted in full). A call and a send are journal entries of
+  the wake, so a replay after a crash neither asks again nor settles twice. The count
+  holds what running wakes were lent and did not use yet: they are the tokens other
+  wakes cannot have. Only the newest day is kept: the count starts at 0 each UTC day.
 - Agents (`TEASPILL_TENANT_AGENTS`): an agent a message brought into being counts itself
-  one-way at its first wake (the gateway decided on it already); a spawn takes one with
-  `take_agent` before the child is sent its task, refused (429) at the ceiling.
+  one-way as its first turn is driven (the gateway decided on it already); a spawn takes
+  one with `take_agent` before the child is sent its task, refused (429) at the ceiling.
 """
 
 from __future__ import annotations
 
 import restate
 
-from schemas.tenant import TokensQuery, TokensToday, TokensUsed
-from services.contracts import ADD_TOKENS, COUNT_AGENT, TAKE_AGENT, TENANT_USAGE, TOKENS, Empty
+from schemas.tenant import TokenLease, TokensGranted, TokensQuery, TokensSettled, TokensToday
+from services.contracts import (
+    COUNT_AGENT,
+    LEASE_TOKENS,
+    SETTLE_TOKENS,
+    TAKE_AGENT,
+    TENANT_USAGE,
+    TOKENS,
+    Empty,
+)
 from services.settings import settings
 
 DAY = "tokens"
@@ -28,21 +39,37 @@ tenant_usage = restate.VirtualObject(
 )
 
 
-def added(stored: TokensToday | None, used: TokensUsed) -> TokensToday | None:
-    """The day's count with `used` added; None when `used` is of a day already over."""
-    if stored is None or used.day > stored.day:
-        return TokensToday(used.day, used.tokens)
-    if used.day == stored.day:
-        return TokensToday(stored.day, stored.tokens + used.tokens)
-    return None
+def lent(stored: TokensToday | None, lease: TokenLease, limit: int) -> TokensToday:
+    """The day's count with what `lease` is lent taken from it (`tokens` of the answer
+    is the count after; the grant is the difference). A day older than the stored one is
+    lent from the stored day: a wake whose clock is behind takes today's tokens."""
+    day = stored if stored is not None and stored.day >= lease.day else TokensToday(lease.day)
+    grant = max(0, min(lease.want, limit - day.tokens)) if limit else lease.want
+    return TokensToday(day.day, day.tokens + grant)
 
 
-@tenant_usage.handler(name=ADD_TOKENS.name)
-async def add_tokens(ctx: restate.ObjectContext, used: TokensUsed) -> Empty:
-    if used.tokens > 0:
-        day = added(await ctx.get(DAY, type_hint=TokensToday), used)
-        if day is not None:
-            ctx.set(DAY, day)
+def settled(stored: TokensToday | None, settle: TokensSettled) -> TokensToday | None:
+    """The day's count once a wake's lease is replaced by what it used; None when the
+    lease was of a day already over."""
+    if stored is None or stored.day != settle.day:
+        return None
+    return TokensToday(stored.day, max(0, stored.tokens + settle.spent - settle.granted))
+
+
+@tenant_usage.handler(name=LEASE_TOKENS.name)
+async def lease(ctx: restate.ObjectContext, asked: TokenLease) -> TokensGranted:
+    stored = await ctx.get(DAY, type_hint=TokensToday)
+    after = lent(stored, asked, settings().tenant_daily_tokens)
+    before = stored.tokens if stored is not None and stored.day == after.day else 0
+    ctx.set(DAY, after)
+    return TokensGranted(after.day, after.tokens - before)
+
+
+@tenant_usage.handler(name=SETTLE_TOKENS.name)
+async def settle(ctx: restate.ObjectContext, done: TokensSettled) -> Empty:
+    day = settled(await ctx.get(DAY, type_hint=TokensToday), done)
+    if day is not None:
+        ctx.set(DAY, day)
     return Empty()
 
 

@@ -1,31 +1,48 @@
-"""The tenant's day of tokens, pure: what an added step makes of the stored count, and
-the sentence a round past the tenant's day ends its turn with."""
+"""The tenant's day of tokens, pure: what a wake is lent and what its settling leaves of
+the count, what a wake asks for, and the sentence a round past the tenant's day ends its
+turn with."""
 
 from __future__ import annotations
 
 import pytest
 
-from schemas.tenant import TokensToday, TokensUsed
-from services.agent.pipeline import BudgetExceededError, check_tenant, day_of
-from services.tenant.usage import added
+from schemas.tenant import TokenLease, TokensSettled, TokensToday
+from services.agent.pipeline import BudgetExceededError, Lease, check_tenant, day_of
+from services.tenant.usage import lent, settled
+
+DAY, NEXT = "2026-12-01", "2026-12-02"
 
 
-def test_a_step_adds_to_its_day_and_a_new_day_starts_at_what_it_used() -> None:
-    assert added(None, TokensUsed("2026-12-01", 5)) == TokensToday("2026-12-01", 5)
-    day = TokensToday("2026-12-01", 5)
-    assert added(day, TokensUsed("2026-12-01", 7)) == TokensToday("2026-12-01", 12)
-    assert added(day, TokensUsed("2026-12-02", 3)) == TokensToday("2026-12-02", 3)
-    assert added(day, TokensUsed("2026-11-30", 9)) is None, "a day already over is left"
+def test_a_wake_is_lent_what_is_left_of_the_day_and_settling_leaves_what_it_used() -> None:
+    assert lent(None, TokenLease(DAY, 40), 100) == TokensToday(DAY, 40)
+    assert lent(TokensToday(DAY, 80), TokenLease(DAY, 40), 100) == TokensToday(DAY, 100)
+    assert lent(TokensToday(DAY, 100), TokenLease(DAY, 40), 100) == TokensToday(DAY, 100)
+    assert lent(TokensToday(DAY, 100), TokenLease(NEXT, 40), 100) == TokensToday(NEXT, 40)
+    assert lent(TokensToday(NEXT, 10), TokenLease(DAY, 40), 100) == TokensToday(NEXT, 50)
+    assert lent(TokensToday(DAY, 10**9), TokenLease(DAY, 40), 0) == TokensToday(DAY, 10**9 + 40)
+    # lent 40, used 25: 15 go back; lent 40, used 55: the step past the lease counts in full
+    assert settled(TokensToday(DAY, 100), TokensSettled(DAY, 40, 25)) == TokensToday(DAY, 85)
+    assert settled(TokensToday(DAY, 100), TokensSettled(DAY, 40, 55)) == TokensToday(DAY, 115)
+    assert settled(TokensToday(NEXT, 100), TokensSettled(DAY, 40, 25)) is None
 
 
-def test_a_round_past_the_tenants_day_is_refused_with_its_limit_and_when_it_resets() -> None:
-    check_tenant("acme", 100, TokensToday("2026-12-01", 99))
-    check_tenant("acme", 0, TokensToday("2026-12-01", 10**9))  # 0: no limit
+def test_a_wake_asks_only_when_it_holds_less_than_the_step_and_never_much_of_the_day() -> None:
+    held = Lease(DAY, 1000, 200)
+    assert held.wants(DAY, 800, 10_000_000) == 0
+    assert held.wants(DAY, 801, 10_000_000) == 4 * 801
+    assert held.wants(NEXT, 10, 10_000_000) == 40
+    spent = Lease(DAY, 1000, 950)
+    assert spent.wants(DAY, 900, 20_000) == 900, "a hundredth of the day, or one step"
+    assert spent.wants(DAY, 100, 20_000) == 200
+
+
+def test_a_round_that_holds_none_of_the_day_is_refused_with_the_limit_and_the_reset() -> None:
+    check_tenant("acme", 100, Lease(DAY, 40, 39))
     with pytest.raises(BudgetExceededError) as refused:
-        check_tenant("acme", 100, TokensToday("2026-12-01", 100))
+        check_tenant("acme", 100, Lease(DAY, 40, 40))
     assert str(refused.value) == (
-        "Tenant acme's agents used 100 model tokens on 2026-12-01 (UTC), the limit for a day "
-        "(TEASPILL_TENANT_DAILY_TOKENS = 100): model calls start again after midnight UTC."
+        "Tenant acme's agents used the day's 100 model tokens (TEASPILL_TENANT_DAILY_TOKENS) "
+        "on 2026-12-01 (UTC): model calls start again after midnight UTC."
     )
     assert day_of(1_796_169_599.0) == "2026-12-01"
     assert day_of(1_796_169_600.0) == "2026-12-02"

@@ -22,12 +22,6 @@ ROUNDS = 3
 PER_ROUND = {
     "Command: Run": 2,  # the model step and the tool step
     "Notification: Run": 2,
-    # the tenant's tokens of the day, read before the model step (TEASPILL_TENANT_DAILY_TOKENS)
-    "Command: Call": 1,
-    "Notification: Call": 1,
-    # and what the model step used, added to them one-way
-    "Command: OneWayCall": 1,
-    "Notification: CallInvocationId": 2,
 }
 PER_WAKE = {
     "Command: Input": 1,
@@ -41,6 +35,13 @@ PER_WAKE = {
     "Command: SetState": 3,
     "Command: GetLazyState": 1,  # the record, with the clock: one round trip
     "Notification: GetLazyState": 1,
+    # the tenant's tokens of the day (TEASPILL_TENANT_DAILY_TOKENS): lent before the first
+    # model step, for this turn's rounds...
+    "Command: Call": 1,
+    "Notification: Call": 1,
+    # ...and settled one-way at the end
+    "Command: OneWayCall": 1,
+    "Notification: CallInvocationId": 2,
 }
 """Docs: docs/durability.md, "The round's journal budget"."""
 
@@ -66,7 +67,7 @@ def wake(stack: LiveStack, address: str, turn: int) -> str:
     return answer.headers["x-restate-id"]
 
 
-def test_a_round_journals_its_two_steps_and_the_tenants_tokens_and_nothing_else(
+def test_a_round_journals_its_two_steps_and_nothing_else(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
     wake(stack, address, 1)  # the first turn creates the agent's state
@@ -83,7 +84,8 @@ def test_a_round_journals_its_two_steps_and_the_tenants_tokens_and_nothing_else(
     assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
                      "tool calculator call_0", "model script r3"]  # fmt: skip
     # a co-located model is a local step, not a call, and the projection is written in
-    # this process: the wake's calls are the tenant's tokens (the next test names them)
+    # this process: the wake's one call and one send are the tenant's tokens (the next
+    # test names them)
 
 
 def test_a_wake_invokes_only_its_tenants_tokens_and_its_events_are_projected_when_it_returns(
@@ -96,9 +98,7 @@ def test_a_wake_invokes_only_its_tenants_tokens_and_its_events_are_projected_whe
         for i in admin.invocations()
         if i.invoked_by_id == invocation
     ]
-    assert sorted(invoked) == sorted(
-        [(TENANT_USAGE, "add_tokens"), (TENANT_USAGE, "tokens")] * ROUNDS
-    )
+    assert sorted(invoked) == [(TENANT_USAGE, "lease"), (TENANT_USAGE, "settle")]
     events = stack.events(address)
     assert isinstance(events[-1].body, TurnEnded)
     assert events[-1].turn == 2

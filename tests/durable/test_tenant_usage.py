@@ -5,7 +5,6 @@ Counted once per model step, through a SIGKILL of the endpoint too."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,16 +24,17 @@ from tests.fixtures.tools import started_path
 
 pytestmark = pytest.mark.durable
 
-DAILY = 200
+DAILY = 4000
 AGENTS = 4
 SPEC = AgentSpec(
     kind="spender",
     instructions="Follow the script.",
-    model="script",
+    model="spender",
     tools=("calculator", "ledger"),
     can_spawn=True,
-    limits=Limits(max_rounds=60),
+    limits=Limits(max_rounds=60, max_tokens=8),
 )
+"""On the model that reports what a real one would use (tests/fixtures/models.py)."""
 CALCULATE = {"calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]}
 
 
@@ -52,19 +52,13 @@ def spawn(task: str) -> dict[str, Any]:
     return {"name": "spawn_agent", "arguments": {"task": task}}
 
 
-def refused_at(tenant: str, ended: TurnEnded) -> int:
-    """The count a refusal names (at least the limit), once its sentence is checked."""
-    sentence = re.fullmatch(
-        rf"Tenant {tenant}'s agents used (\d+) model tokens on {today()} \(UTC\), the limit "
-        rf"for a day \(TEASPILL_TENANT_DAILY_TOKENS = {DAILY}\): model calls start again "
-        r"after midnight UTC\.",
-        ended.reason,
-    )
+def assert_refused(tenant: str, ended: TurnEnded) -> None:
     assert ended.outcome == "failed"
-    assert sentence is not None, ended.reason
-    used = int(sentence.group(1))
-    assert used >= DAILY
-    return used
+    assert ended.reason == (
+        f"Tenant {tenant}'s agents used the day's {DAILY} model tokens "
+        f"(TEASPILL_TENANT_DAILY_TOKENS) on {today()} (UTC): model calls start again after "
+        "midnight UTC."
+    )
 
 
 def today() -> str:
@@ -112,10 +106,10 @@ def test_children_spending_past_the_day_have_their_next_round_refused_and_others
     ended = small.wait_for_turn_end("spend.parent", 1)
     children = ["spend.parent.t1r1c0", "spend.parent.t1r1c1"]
     for child in children:
-        refused_at("spend", small.wait_for_turn_end(child, 1))
+        assert_refused("spend", small.wait_for_turn_end(child, 1))
         assert rounds(small.events(child), 1) < 10, "the child stopped before its script did"
     # the parent's round after its children reported is refused too
-    refused_at("spend", ended)
+    assert_refused("spend", ended)
     assert rounds(small.events("spend.parent"), 1) == 2
     assert counts_once(small, "spend", "spend.parent", *children) >= DAILY
     assert counts_once(small, "other", "other.agent") < DAILY
@@ -123,11 +117,11 @@ def test_children_spending_past_the_day_have_their_next_round_refused_and_others
 
 def test_a_message_straight_through_ingress_past_the_day_is_refused(small: LiveStack) -> None:
     small.ingress.send_wake("direct.one", Message(script(*[CALCULATE] * 30), spec=SPEC))
-    refused_at("direct", small.wait_for_turn_end("direct.one", 1))
+    assert_refused("direct", small.wait_for_turn_end("direct.one", 1))
     used = counts_once(small, "direct", "direct.one")
 
     small.ingress.send_wake("direct.one", Message(script({"reply": "hello"}), spec=SPEC))
-    assert refused_at("direct", small.wait_for_turn_end("direct.one", 2)) == used
+    assert_refused("direct", small.wait_for_turn_end("direct.one", 2))
     assert rounds(small.events("direct.one"), 2) == 0, "no model step ran"
     assert counted(small, "direct") == used
 
