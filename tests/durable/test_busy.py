@@ -36,6 +36,9 @@ SPEC = AgentSpec(
     kind="busy", instructions="Follow the script.", model="script", tools=("calculator",)
 )
 CALCULATE = {"name": "calculator", "arguments": {"expression": "6*7"}}
+ROUND = 5
+"""Seconds of the slow round a second message arrives in: ample for the `arrived` handler
+(or `pause`) to reach the running turn before the round's boundary on a loaded machine."""
 
 
 def of(stack: LiveStack, address: str, kind: type) -> list[Any]:
@@ -53,7 +56,7 @@ def started(stack: LiveStack, address: str) -> None:
 
 
 def test_queue_runs_after_the_running_turn(stack: LiveStack, address: str) -> None:
-    slow = script({"sleep": 2, "reply": "slow one"})
+    slow = script({"sleep": ROUND, "reply": "slow one"})
     stack.ingress.send_message(address, Message(slow, spec=SPEC))
     started(stack, address)
     queued = stack.ingress.send_message(address, Message("next", id="m-q", while_busy="queue"))
@@ -85,7 +88,7 @@ def test_interrupt_stops_the_running_turn_within_seconds_and_runs_its_own(
 def test_steer_shows_the_model_the_message_in_the_next_round_and_the_turn_ends_once(
     stack: LiveStack, address: str
 ) -> None:
-    text = script({"sleep": 2, "calls": [CALCULATE]}, {"reply": "never read"})
+    text = script({"sleep": ROUND, "calls": [CALCULATE]}, {"reply": "never read"})
     first = stack.ingress.send_message(address, Message(text, spec=SPEC))
     started(stack, address)
     steer = Message("also say hello", id="m-steer", while_busy="steer")
@@ -105,7 +108,7 @@ def test_steer_shows_the_model_the_message_in_the_next_round_and_the_turn_ends_o
 def test_a_pause_holds_a_running_turn_after_its_round_and_resume_goes_on(
     stack: LiveStack, address: str
 ) -> None:
-    text = script({"sleep": 2, "calls": [CALCULATE]}, {"reply": "done: {results}"})
+    text = script({"sleep": ROUND, "calls": [CALCULATE]}, {"reply": "done: {results}"})
     stack.ingress.send_message(address, Message(text, spec=SPEC))
     started(stack, address)
     stack.ingress.send(PAUSE, Pause(by="ops"), address)
