@@ -474,9 +474,12 @@ class Driver:
         return result
 
     def _traced(self, call_: ToolCall, run: Callable[P, ToolResult]) -> Callable[P, ToolResult]:
-        """The tool step's function in its span (the step runs it on another thread)."""
-        attributes = genai.tool_call(call_.name, call_.id, self._address)
-        return tracing.traced(f"execute_tool {call_.name}", tracing.current(), attributes, run)
+        """The tool step's function in its span, under the attempt's (the step runs it on
+        another thread)."""
+        turn = self._books.turn
+        attributes = genai.tool_call(call_, self._address, turn.number, turn.round)
+        parent = tracing.attempt(self._ctx)
+        return tracing.traced(f"execute_tool {call_.name}", parent, attributes, run)
 
     def _found_mcp(self, name: str) -> McpTool | None:
         return self._catalog.find(name) if name.startswith(MCP_PREFIX) else None

@@ -130,7 +130,7 @@ class ModelRunner:
             )
 
     async def _attempt(self, ctx: restate.Context, name: str, request: ModelRequest) -> ModelReply:
-        parent = tracing.within(ctx)
+        parent = tracing.attempt(ctx)
         return await cancellable_step(
             ctx,
             f"model {name} r{request.round}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from opentelemetry.trace import Span
 
+from schemas.chat import ToolCall
 from schemas.model import ModelReply, ModelRequest
 from services.observe.tracing import Attributes
 
@@ -38,12 +39,14 @@ def model_reply(span: Span | None, reply: ModelReply) -> None:
     )
 
 
-def tool_call(name: str, call_id: str, agent: str) -> Attributes:
+def tool_call(call: ToolCall, agent: str, turn: int, round_: int) -> Attributes:
     return {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
         "teaspill.agent": agent,
+        "teaspill.turn": turn,
+        "teaspill.round": round_,
     }
 
 

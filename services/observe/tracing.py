@@ -7,11 +7,12 @@ batch processor exports over OTLP/HTTP. A span that finds the queue full is drop
 collector that is down or slow costs that thread its retries, never a request or a turn:
 tracing fails open.
 
-Spans of a Restate handler hang under the span restate-server made for the invocation's
-attempt (its `traceparent` in the attempt's headers), so what a replay does again in a new
-attempt lands under that attempt. A span for a journaled step is made inside the step's
-function, which a replay never runs again: a step completed in an earlier attempt has its
-span there, and no second one.
+Spans of a Restate handler hang directly under the span restate-server made for the
+invocation's attempt (its `traceparent` in the attempt's headers), which restate-server
+ends even when the endpoint dies mid-attempt: a step's span exported before a SIGKILL keeps
+its parent, where a parent in this process (the wake's) would never be exported. A span for
+a journaled step is made inside the step's function, which a replay never runs again: a
+step completed in an earlier attempt has its span there, and no second one.
 """
 
 from __future__ import annotations
@@ -161,12 +162,3 @@ def attempt(ctx: _Attempted) -> otel_context.Context | None:
     headers = ctx.request().attempt_headers
     return propagate.extract(headers) if "traceparent" in headers else None
 
-
-def within(ctx: _Attempted) -> otel_context.Context | None:
-    """Where a span of a handler's work goes: under the current span (a wake's), else
-    under the handler's attempt."""
-    if _tracer is None:
-        return None
-    if trace.get_current_span().get_span_context().is_valid:
-        return otel_context.get_current()
-    return attempt(ctx)

@@ -15,6 +15,7 @@ import pytest
 from services.executor.scripted import script
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
+from tests.fixtures.tools import started_path
 from tests.fixtures.trace_store import Span, TraceStore, trace_store
 from tests.gateway.test_stack import admin_key
 
@@ -31,6 +32,7 @@ FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
 @dataclass
 class Traced:
     store: TraceStore
+    stack: Stack
     http: httpx.Client
     key: str
 
@@ -78,12 +80,12 @@ def traced_stack(home: Path, store: TraceStore) -> Iterator[Traced]:
                 "kind": "calc",
                 "instructions": "Calculate.",
                 "model": "script",
-                "tools": ["calculator"],
+                "tools": ["calculator", "ledger"],
             },
             headers={"Authorization": f"Bearer {key}"},
         )
         assert published.status_code == 201, published.text
-        yield Traced(store, http, key)
+        yield Traced(store, stack, http, key)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,14 @@ def traced(tmp_path_factory: pytest.TempPathFactory, store: TraceStore) -> Itera
 def new_traceparent() -> tuple[str, str, str]:
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     return f"00-{trace_id}-{span_id}-01", trace_id, span_id
+
+
+def outline(spans: list[Span]) -> list[tuple[str, str, str | None]]:
+    return sorted((s.name, s.span_id, s.parent_id) for s in spans)
+
+
+def start(span: Span) -> str:
+    return span.start
 
 
 def named(spans: list[Span], prefix: str) -> list[Span]:
@@ -120,11 +130,12 @@ def test_one_message_with_a_tool_call_is_one_trace(traced: Traced) -> None:
     assert request.parent_id == caller, "the caller's trace is continued"
     assert any(by_id.get(s.parent_id or "") == request for s in named(spans, "ingress"))
     (wake,) = [s for s in named(spans, "wake") if s.attributes["teaspill.wake"] == "Message"]
-    assert by_id[wake.parent_id or ""].name.startswith("invocation-attempt")
+    attempt = by_id[wake.parent_id or ""]
+    assert attempt.name == "invocation-attempt Agent/{key}/wake"
     calls = named(spans, "chat script")
     assert len(calls) == 2
     for call in calls:
-        assert call.parent_id == wake.span_id
+        assert call.parent_id == attempt.span_id
         attributes = call.attributes
         assert attributes["gen_ai.request.model"] == "script"
         assert attributes["gen_ai.usage.input_tokens"] > 0
@@ -132,6 +143,72 @@ def test_one_message_with_a_tool_call_is_one_trace(traced: Traced) -> None:
         assert attributes["gen_ai.usage.cache_read.input_tokens"] == 0
         assert "gen_ai.server.time_to_first_token" in attributes
     (tool,) = named(spans, "execute_tool calculator")
-    assert tool.parent_id == wake.span_id
+    assert tool.parent_id == attempt.span_id
     assert tool.attributes["gen_ai.tool.name"] == "calculator"
     assert [s.parent_id for s in named(spans, "projection write")] == [wake.span_id]
+
+
+def ledger_calls(*entries: tuple[str, float]) -> str:
+    lines = [
+        {"calls": [{"name": "ledger", "arguments": {"entry": entry, "seconds": seconds}}]}
+        for entry, seconds in entries
+    ]
+    return script(*lines, {"reply": "done"})
+
+
+def test_a_sigkill_mid_turn_leaves_one_span_per_attempt_and_none_twice(traced: Traced) -> None:
+    address = "acme.killed"
+    header, trace_id, _ = new_traceparent()
+    traced.send(address, ledger_calls(("before", 0), ("during", 30), ("after", 0)), header)
+    home = traced.stack.settings.home
+
+    def first_attempt_exported() -> bool | None:
+        started = started_path(home).read_text() if started_path(home).exists() else ""
+        if not any(
+            line.startswith(f"{address}/") and line.endswith("\tduring")
+            for line in started.splitlines()
+        ):
+            return None
+        spans = traced.store.spans(trace_id)
+        models, tools = named(spans, "chat script"), named(spans, "execute_tool ledger")
+        return (len(models) == 2 and len(tools) == 1) or None
+
+    eventually(first_attempt_exported, 60, "the slow step to start, the spans before it exported")
+    traced.stack.endpoint.kill()
+    traced.stack.endpoint.start()
+    traced.ended(address)
+
+    def settled() -> list[Span] | None:
+        spans = traced.store.spans(trace_id)
+        ids = {s.span_id for s in spans}
+        steps = [*named(spans, "chat script"), *named(spans, "execute_tool ledger")]
+        linked = all(s.parent_id in ids for s in steps)
+        return spans if len(steps) >= 7 and linked else None
+
+    try:
+        spans = eventually(settled, 60, "the second attempt's spans in the store")
+    except AssertionError as error:
+        held = outline(traced.store.spans(trace_id))
+        raise AssertionError(f"{error}; the store has {held}") from None
+    # restate-server retries the wake while the endpoint restarts: attempts that find it
+    # down run nothing, and make no span of ours.
+    attempts = sorted(named(spans, "invocation-attempt Agent/{key}/wake"), key=start)
+    killed = attempts[0]
+
+    def rounds(prefix: str) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for made in named(spans, prefix):
+            found.setdefault(made.parent_id or "", []).append(
+                int(made.attributes["teaspill.round"])
+            )
+        return {parent: sorted(numbers) for parent, numbers in found.items()}
+
+    models, tools = rounds("chat script"), rounds("execute_tool ledger")
+    assert models.pop(killed.span_id) == [1, 2]
+    assert tools.pop(killed.span_id) == [1], "the killed step's span never ended"
+    (rerun,) = models
+    assert models[rerun] == [3, 4], "the replayed model steps made no span again"
+    assert tools == {rerun: [2, 3]}, "the killed step ran again in the new attempt, then the next"
+    assert rerun in {a.span_id for a in attempts[1:]}
+    parents = [w.parent_id for w in named(spans, "wake")]
+    assert set(parents) <= {rerun}, "the killed attempt's wake never ended; the new one's is there"
