@@ -161,4 +161,3 @@ def attempt(ctx: _Attempted) -> otel_context.Context | None:
         return None
     headers = ctx.request().attempt_headers
     return propagate.extract(headers) if "traceparent" in headers else None
-
