@@ -29,12 +29,13 @@ from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch
 from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec
-from schemas.tenant import SpecAnswer, SpecQuery
+from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensGranted, TokensSettled
 from schemas.wake import Approval, Message, Timer, Wake, WakeEnvelope
 from services.agent.driver import Driver
 from services.agent.inline import Call, InlineContext, Sent
+from services.agent.pipeline import TenantQuotas
 from services.agent.store import Reader
-from services.contracts import LATEST_SPEC, WAKE
+from services.contracts import COUNT_AGENT, LATEST_SPEC, LEASE_TOKENS, SETTLE_TOKENS, WAKE
 from services.durable import CANCELLED, step_options
 from services.effects.ledger import MemoryLedger
 from services.executor.scripted import follow_directives, script
@@ -127,7 +128,19 @@ class Agents:
         """The kinds wakes asked the tenant for, in order."""
         self.log: list[str] = []
         """The calls wakes made and the state keys they read, in order."""
+        self.quotas = TenantQuotas()
+        self.lendable = 0
+        """What the tenant has left to lend of the day, when `quotas` count tokens."""
+        self.leases: list[TokenLease] = []
         self._wakes = 0
+
+    async def lend(self, raw: bytes) -> bytes:
+        """The tenant's `TenantUsage/lease`: what it has left, up to what is asked."""
+        lease = msgspec.json.decode(raw, type=TokenLease)
+        self.leases.append(lease)
+        granted = min(lease.want, self.lendable)
+        self.lendable -= granted
+        return msgspec.json.encode(TokensGranted(lease.day, granted))
 
     async def latest(self, raw: bytes) -> bytes:
         """The tenant's answer to a wake that asks for the newest spec of a kind."""
@@ -138,11 +151,16 @@ class Agents:
     async def wake(self, address: str, wake: Wake) -> WakeResult:
         self._wakes += 1
         state = self.states.setdefault(address, {})
-        calls: dict[tuple[str, str], Call] = {(LATEST_SPEC.service, LATEST_SPEC.name): self.latest}
+        calls: dict[tuple[str, str], Call] = {
+            (LATEST_SPEC.service, LATEST_SPEC.name): self.latest,
+            (LEASE_TOKENS.service, LEASE_TOKENS.name): self.lend,
+        }
         inline = Recording(address, state, f"inv_{self._wakes}", calls)
         inline.log = self.log
         ctx = cast(restate.ObjectContext, inline)
-        driver = Driver(ctx, address, self.tools, sink=self.projection, model=self.model)
+        driver = Driver(
+            ctx, address, self.tools, sink=self.projection, model=self.model, quotas=self.quotas
+        )
         try:
             return await driver.run(wake)
         finally:
@@ -326,3 +344,35 @@ async def test_run_command_tells_the_model_whether_its_sandbox_has_the_network(
     assert len(model.said) == 1
     assert says in model.said[0]
     assert ("no network" in model.said[0]) is not network
+
+
+async def test_a_wake_is_lent_the_tenants_tokens_once_and_settles_what_it_used(
+    agents: Agents,
+) -> None:
+    agents.quotas, agents.lendable = TenantQuotas(10_000_000, agents=True), 10_000_000
+    text = script(calculate("6*7"), calculate("1+1"), {"reply": "done"})
+    assert (await agents.wake(ME, Message(text, spec=SPEC))).reply == "done"
+    (lease,) = agents.leases
+    used = sum(
+        m.usage.prompt_tokens + m.usage.completion_tokens for m in agents.bodies(ME, ModelMessage)
+    )
+    sent = [(s.handler, s.arg) for s in agents.outbox]
+    assert sent == [
+        (COUNT_AGENT.name, b""),
+        (SETTLE_TOKENS.name, msgspec.json.encode(TokensSettled(lease.day, lease.want, used))),
+    ]
+
+
+async def test_a_round_the_tenant_lends_nothing_ends_the_turn_before_its_model_step(
+    agents: Agents,
+) -> None:
+    agents.quotas = TenantQuotas(1000)
+    result = await agents.wake(ME, Message(script({"reply": "never"}), spec=SPEC))
+    assert result.status.last_outcome == "failed"
+    (ended,) = agents.bodies(ME, TurnEnded)
+    assert ended.reason == (
+        "Tenant acme's agents used the day's 1000 model tokens (TEASPILL_TENANT_DAILY_TOKENS) "
+        f"on {agents.leases[0].day} (UTC): model calls start again after midnight UTC."
+    )
+    assert agents.bodies(ME, ModelMessage) == []
+    assert agents.outbox == [], "nothing was lent, nothing to settle"
