@@ -77,5 +77,9 @@ class StoredState:
 
 
 def _literal(text: str) -> str:
-    """`text` as an SQL string literal."""
+    """`text` as an SQL string literal. Restate's SQL reads a backslash as an escape, so a
+    name holding one (or a control character) is refused rather than quoted: no service,
+    key or state name has one."""
+    if "\\" in text or not text.isprintable():
+        raise StateUnreadableError(f"the name {text!r} holds characters no stored name has")
     return "'" + text.replace("'", "''") + "'"

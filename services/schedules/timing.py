@@ -19,6 +19,9 @@ from schemas.schedule import At, Cron, Every, ScheduleSpec, When
 
 MISSED_COUNTED = 10_000
 """Missed cron fires are counted up to this many; a longer outage says "at least"."""
+HORIZON = timedelta(days=3660)
+"""How far ahead a schedule may plan: an interval or an instant past it is refused (a
+delay that far is a mistake, and one past the calendar's end cannot be planned)."""
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -43,7 +46,14 @@ def duration(text: str) -> float:
             "seconds, largest first, as in 90s, 5m, 1h30m or 2d."
         )
     days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total > HORIZON.total_seconds():
+        raise ScheduleError(_past_horizon(f"every {text.strip()}"))
+    return float(total)
+
+
+def _past_horizon(what: str) -> str:
+    return f"A schedule plans at most {HORIZON.days} days ahead; {what} is further."
 
 
 def zone(name: str) -> ZoneInfo:
@@ -121,7 +131,14 @@ def check(spec: ScheduleSpec, now: datetime, rules: Rules) -> datetime:
             _check_cron_gap(spec.when, now, rules.min_interval)
         case At(at=at) if at <= now:
             raise ScheduleError(f"The instant {at.isoformat()} is past: name one to come.")
-    first = next_fire(spec.when, now, now)
+        case Every(seconds=seconds) if not seconds <= HORIZON.total_seconds():  # NaN too
+            raise ScheduleError(_past_horizon(f"every {seconds:g} s"))
+        case At(at=at) if at - now > HORIZON:
+            raise ScheduleError(_past_horizon(f"the instant {at.isoformat()}"))
+    try:
+        first = next_fire(spec.when, now, now)
+    except (OverflowError, ValueError) as error:
+        raise ScheduleError(_past_horizon("its first fire")) from error
     if first is None:
         raise ScheduleError("The cron expression never matches a day of the coming years.")
     return first

@@ -68,3 +68,14 @@ async def test_an_admin_api_that_does_not_answer_is_one_error() -> None:
     state = StoredState("http://admin", httpx.MockTransport(refuse))
     with pytest.raises(StateUnreadableError, match="not reachable"):
         await state.read(TENANT_KEYS, "acme")
+
+
+@pytest.mark.parametrize(
+    "key", ["acme\\", "x\\' OR 1=1 --", "acme\n"], ids=["backslash", "escape", "newline"]
+)
+async def test_a_name_restates_sql_would_read_as_an_escape_is_refused_unasked(key: str) -> None:
+    asked: list[str] = []
+    state = answering(httpx.Response(200, json={"rows": []}), asked)
+    with pytest.raises(StateUnreadableError, match="holds characters no stored name has"):
+        await state.read(TENANT_KEYS, key)
+    assert asked == []

@@ -109,6 +109,10 @@ def test_durations_read_as_people_write_them(text: str, seconds: float) -> None:
         (Cron("0 9 * * *", "Mars/Olympus"), "time zone 'Mars/Olympus' is not known"),
         (Cron("0 9 30 2 *"), "cannot be read"),
         (At(MADE - timedelta(seconds=1)), "is past"),
+        (Every(1e300), "at most 3660 days ahead"),
+        (Every(float("inf")), "at most 3660 days ahead"),
+        (Every(float("nan")), "at most 3660 days ahead"),
+        (At(datetime(9999, 12, 31, tzinfo=UTC)), "at most 3660 days ahead"),
     ],
 )
 def test_a_schedule_that_cannot_be_made_says_why(when: Every | Cron | At, words: str) -> None:
@@ -124,4 +128,10 @@ def test_a_cron_expression_firing_more_often_than_allowed_is_refused() -> None:
 @pytest.mark.parametrize("text", ["", "5", "1m1h", "ten minutes", "1.5h"])
 def test_a_duration_that_cannot_be_read_says_what_is_accepted(text: str) -> None:
     with pytest.raises(ScheduleError, match="90s, 5m, 1h30m or 2d"):
+        duration(text)
+
+
+@pytest.mark.parametrize("text", ["99999999999999d", "9999999d", "3661d"])
+def test_a_duration_past_the_horizon_is_refused_before_any_date_is_computed(text: str) -> None:
+    with pytest.raises(ScheduleError, match="at most 3660 days ahead"):
         duration(text)
