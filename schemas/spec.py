@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -68,6 +68,12 @@ LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """The smallest and largest value each limit takes (documented in docs/agents.md)."""
 
+RESERVED_INPUT = ("agent", "idempotency_key")
+"""The arguments every MCP tool of a kind takes besides its input: an input schema may not
+declare them."""
+MAX_INPUT_SCHEMA = 16_384
+"""The most bytes a spec's `input` schema takes, as JSON."""
+
 WHOLE_LIMITS = frozenset(f.name for f in msgspec.structs.fields(Limits) if f.type is int)
 
 
@@ -94,6 +100,10 @@ class AgentSpec(msgspec.Struct, frozen=True):
     while_busy: WhileBusy = "queue"
     """What a message that arrives while a turn is in progress does, when the message
     does not say (`WhileBusy`)."""
+    input: dict[str, Any] = {}
+    """The JSON schema (an object schema) of the kind's input as an MCP tool: a call's
+    arguments are checked against it and sent to the agent as its message, as JSON. Empty:
+    the tool takes a `message`."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

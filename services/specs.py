@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from jsonschema import Draft202012Validator, SchemaError
 
 from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.sandbox import SandboxPolicy, workspace_refusal
 from schemas.spec import (
     KIND_PATTERN,
     LIMIT_BOUNDS,
+    MAX_INPUT_SCHEMA,
     MAX_INSTRUCTIONS,
+    RESERVED_INPUT,
     WHOLE_LIMITS,
     AgentSpec,
     Limits,
@@ -155,6 +158,8 @@ def _check(
         )
     if bounds:
         _limits_in_bounds(msgspec.structs.asdict(spec.limits), problems)
+    if spec.input:
+        _input_schema(spec.input, problems)
     if offer is not None:
         _offered(spec, offer, problems)
         _mcp_grants(spec, offer, tenant, problems)
@@ -190,6 +195,42 @@ def _limits_in_bounds(limits: dict[str, Any], problems: _Problems) -> None:
                 f"field 'limits.{name}' is {value!r}; it must be {kind} from {low:g} to {high:g}.",
                 f"limits.{name}",
             )
+
+
+def _input_schema(schema: dict[str, Any], problems: _Problems) -> None:
+    """An input schema is a JSON schema (draft 2020-12) of an object that leaves the
+    arguments every kind's tool takes to the gateway."""
+    size = len(msgspec.json.encode(schema))
+    if size > MAX_INPUT_SCHEMA:
+        problems.add(
+            f"field 'input' is {size} bytes of JSON; at most {MAX_INPUT_SCHEMA} are accepted.",
+            "input",
+        )
+        return
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.path) or "its top level"
+        problems.add(
+            f"field 'input' is not a JSON schema (draft 2020-12): at {where}, the "
+            f"'{error.validator}' rule of the meta-schema is not met.",
+            "input",
+        )
+        return
+    if schema.get("type") != "object":
+        problems.add(
+            'field \'input\' must be the schema of an object ("type": "object"): a call\'s '
+            "arguments are an object.",
+            "input",
+        )
+    properties = schema.get("properties")
+    taken = sorted(set(RESERVED_INPUT) & set(properties or {}))
+    if taken:
+        problems.add(
+            f"field 'input' declares {', '.join(taken)}: every kind's tool takes "
+            f"{' and '.join(RESERVED_INPUT)} itself; name the input's own fields otherwise.",
+            "input",
+        )
 
 
 def _offered(spec: AgentSpec, offer: Offer, problems: _Problems) -> None:

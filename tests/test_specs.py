@@ -50,6 +50,20 @@ MISTAKES = [
     (SPEC + 'tools = ["nosuchtool"]\n', "field 'tools': this deployment has no tool 'nosuchtool'."),
     ('kind = "a b"\ninstructions = "y"\n', "field 'kind' ('a b') must be 1 to 48 of A-Z a-z"),
     ('instructions = "y"\n', "Object missing required field `kind`."),
+    (
+        SPEC + '[input]\ntype = "array"\n',
+        'field \'input\' must be the schema of an object ("type": "object")',
+    ),
+    (
+        SPEC + '[input]\ntype = "object"\nproperties = { agent = { type = "string" } }\n',
+        "field 'input' declares agent: every kind's tool takes agent and idempotency_key",
+    ),
+    (
+        SPEC + '[input]\ntype = "object"\nproperties = { n = { minimum = "one" } }\n',
+        "field 'input' is not a JSON schema (draft 2020-12): at properties/n/minimum, the "
+        "'type' rule of the meta-schema is not met.",
+    ),
+    (SPEC + 'input = "name"\n', "field 'input': Expected `object`, got `str`."),
 ]
 
 
@@ -170,3 +184,16 @@ def test_every_problem_of_one_spec_is_reported_at_once(tmp_path: Path) -> None:
         assert part in said
     assert refused.value.field == "modle"
     assert "\n" not in said
+
+
+def test_an_input_schema_is_kept_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GOOD + '[input]\ntype = "object"\nrequired = ["name"]\n'
+        '[input.properties.name]\ntype = "string"\n'
+    )
+    assert load_spec(path, OFFER).input == {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"type": "string"}},
+    }

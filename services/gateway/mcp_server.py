@@ -30,6 +30,7 @@ from schemas.events import ApprovalRequested, TurnParked
 from services.gateway import mcp_tasks
 from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError
+from services.gateway.mcp_input import InputError, message_of, tool_schema
 from services.gateway.mcp_listen import TaskListen
 from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
 from services.gateway.mcp_tasks import (
@@ -42,24 +43,6 @@ from services.gateway.mcp_tasks import (
 from services.gateway.runtime import Runtime
 from services.gateway.turns import call_id, new_agent, published_kinds, send_to_kind
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "message": {"type": "string", "description": "The message to the agent."},
-        "agent": {
-            "type": "string",
-            "description": "The address of an agent to continue its conversation "
-            "(the `agent` of an earlier result); without it a new agent is made.",
-        },
-        "idempotency_key": {
-            "type": "string",
-            "description": "A key of your own for this call (1 to 120 characters): a call "
-            "sent again with the same key and input is the same message and the same "
-            "turn, never a second one.",
-        },
-    },
-    "required": ["message"],
-}
 MAX_KEY = 120
 
 
@@ -126,9 +109,10 @@ class Mcp:
         tools = [
             types.Tool(
                 name=kind,
-                description=f"Send a message to a teaspill agent of kind {kind} "
-                f"(version {spec.version}) and get its reply when the turn ends.",
-                input_schema=INPUT_SCHEMA,
+                description=f"Send {'your input' if spec.input else 'a message'} to a "
+                f"teaspill agent of kind {kind} (version {spec.version}) and get its reply "
+                "when the turn ends.",
+                input_schema=tool_schema(spec),
                 execution=types.ToolExecution(task_support="optional"),
             )
             for kind, spec in newest.items()
@@ -222,12 +206,17 @@ class Mcp:
         address = arguments.get("agent") or new_agent(caller.tenant, "mcp", kind, call)
         if not isinstance(address, str):
             return failed("agent: expected the address of an agent, as a string")
+        newest = await published_kinds(self.rt, caller.tenant)
+        try:
+            text = message_of(newest.get(kind), arguments)
+        except InputError as error:
+            return failed(str(error))
         sent = await send_to_kind(
             self.rt,
             caller,
             kind,
             address,
-            arguments.get("message"),
+            text,
             idempotency_key=f"mcp {call}",
             fields=("agent", "message"),
         )

@@ -28,6 +28,17 @@ CAREFUL = {
     "model": "script",
     "tools": {"calculator": "ask"},
 }
+GREETER = {
+    "kind": "greeter",
+    "instructions": "Greet.",
+    "model": "script",
+    "input": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "times": {"type": "integer"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +63,9 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
             "tenant beta's key to publish",
         )
         assert published
-        asked = stack.http.post("/v1/specs", json=CAREFUL, headers=stack.auth)
-        assert asked.status_code == 201, asked.text
+        for own in (CAREFUL, GREETER):
+            mine = stack.http.post("/v1/specs", json=own, headers=stack.auth)
+            assert mine.status_code == 201, mine.text
         yield stack
 
 
@@ -76,7 +88,7 @@ def test_the_sdk_client_lists_only_its_own_tenants_kinds(gw: GatewayStack) -> No
         listed = await session.list_tools()
         return [tool.name for tool in listed.tools]
 
-    assert _mcp(gw, gw.key, names) == ["calc", "careful"]
+    assert _mcp(gw, gw.key, names) == ["calc", "careful", "greeter"]
 
 
 def test_a_call_sends_the_message_and_returns_the_reply(gw: GatewayStack) -> None:
@@ -128,6 +140,49 @@ def test_another_tenants_kind_and_agents_cannot_be_called(gw: GatewayStack) -> N
     assert "there is no agent beta.someone" in _text(agent)
 
 
+def test_a_kind_with_an_input_schema_takes_its_arguments_as_the_message(
+    gw: GatewayStack,
+) -> None:
+    async def use(session: ClientSession) -> tuple[types.Tool, types.CallToolResult]:
+        listed = await session.list_tools()
+        tool = next(tool for tool in listed.tools if tool.name == "greeter")
+        return tool, await session.call_tool("greeter", {"name": "Ada", "idempotency_key": "g1"})
+
+    tool, result = _mcp(gw, gw.key, use)
+    assert tool.input_schema["required"] == ["name"]
+    assert sorted(tool.input_schema["properties"]) == ["agent", "idempotency_key", "name", "times"]
+    assert not result.is_error, result.content
+    # the script model echoes a message that is not a script: the agent read the JSON
+    assert _text(result) == 'You said: {"name": "Ada"}'
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({}, "arguments: name required by the input schema of greeter."),
+        (
+            {"name": "Ada", "times": "twice"},
+            'arguments.times: "twice" does not meet the rule {"type": "integer"} of the input '
+            "schema of greeter.",
+        ),
+        (
+            {"message": "hello"},
+            "arguments: name required by the input schema of greeter.",
+        ),
+    ],
+    ids=["missing", "wrong-type", "a-message-instead"],
+)
+def test_arguments_that_do_not_match_the_input_schema_get_a_sentence(
+    gw: GatewayStack, arguments: dict[str, Any], says: str
+) -> None:
+    async def call(session: ClientSession) -> types.CallToolResult:
+        return await session.call_tool("greeter", arguments)
+
+    result = _mcp(gw, gw.key, call)
+    assert result.is_error
+    assert _text(result) == says
+
+
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
@@ -141,7 +196,7 @@ def test_a_read_key_lists_the_tools_but_cannot_call_them(gw: GatewayStack) -> No
         return [tool.name for tool in listed.tools], called
 
     names, called = _mcp(gw, plaintext, use)
-    assert names == ["calc", "careful"]
+    assert names == ["calc", "careful", "greeter"]
     assert called.is_error
     assert _text(called) == "calling an agent needs a write key; this key is read"
 
