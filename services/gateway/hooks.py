@@ -87,6 +87,8 @@ def verify(secret: str, body: bytes, headers: Mapping[str, str]) -> str:
         )
     if len(webhook_id) > 200:
         raise ApiError(401, "webhook-id is longer than 200 characters")
+    if not (webhook_id.isascii() and webhook_id.isprintable()):
+        raise ApiError(401, "webhook-id may hold only printable ASCII characters")
     _check_time(stamp)
     try:
         Webhook(secret).verify(body, dict(headers), json_parse=False)

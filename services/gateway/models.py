@@ -282,3 +282,7 @@ class DeliveryAccepted(Strict):
     hook: str
     webhook_id: str
     invocation_id: str
+
+
+PRINTABLE_ASCII = r"^[ -~]+$"
+"""What an `Idempotency-Key` header may hold: it is sent on to Restate as a header."""

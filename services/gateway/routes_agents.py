@@ -10,6 +10,7 @@ from services.gateway import service
 from services.gateway.auth import Owned, Principal, owned, require
 from services.gateway.errors import unknown_agent
 from services.gateway.models import (
+    PRINTABLE_ASCII,
     AgentOut,
     AgentPage,
     AgentStatusName,
@@ -40,6 +41,7 @@ async def send_message(
             alias="Idempotency-Key",
             min_length=1,
             max_length=200,
+            pattern=PRINTABLE_ASCII,
             description="The same key sends the message once, however often it is retried.",
         ),
     ] = None,

@@ -15,7 +15,7 @@ from schemas.schedule import At, Cron, Every, ScheduleSpec, When
 from services.gateway import service
 from services.gateway.auth import Owned, owned
 from services.gateway.errors import ApiError, needs_kind
-from services.gateway.models import ScheduleIn
+from services.gateway.models import PRINTABLE_ASCII, ScheduleIn
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
 from services.schedules.timing import ScheduleError, duration
@@ -28,6 +28,7 @@ IdempotencyKey = Annotated[
         alias="Idempotency-Key",
         min_length=1,
         max_length=200,
+        pattern=PRINTABLE_ASCII,
         description="The same key makes the schedule once, however often it is retried.",
     ),
 ]

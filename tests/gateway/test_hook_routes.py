@@ -156,3 +156,17 @@ async def test_a_delivery_once_the_tenants_tokens_are_used_is_429_to_retry_tomor
         assert response.status_code == 429, response.text
         assert int(response.headers["Retry-After"]) >= 1
         assert world.ingress.deliveries == []
+
+
+async def test_a_webhook_id_outside_printable_ascii_is_401_and_never_sent(world: World) -> None:
+    hook = await make_hook(world)
+    body = msgspec.json.encode({"id": 7})
+    headers = signed(hook["secret"], "msg_1", body)
+    sent = [
+        (name.encode(), value.encode()) for name, value in headers.items() if name != "webhook-id"
+    ]
+    sent.append((b"webhook-id", "msg_\u00e9".encode()))
+    response = await world.client.post(f"/hooks/{hook['id']}", content=body, headers=sent)
+    assert response.status_code == 401
+    assert "printable ASCII" in response.json()["error"]["message"]
+    assert world.ingress.deliveries == []

@@ -46,6 +46,22 @@ async def test_a_message_to_an_agent_goes_one_way_through_ingress(world: World) 
     assert again.json()["message_id"] == answer["message_id"]
 
 
+async def test_an_idempotency_key_outside_printable_ascii_is_a_422_and_nothing_is_sent(
+    world: World,
+) -> None:
+    response = await world.client.post(
+        "/v1/agents/acme.alpha/messages",
+        json={"text": "hello"},
+        headers=[
+            *((name.encode(), value.encode()) for name, value in world.auth("write").items()),
+            (b"Idempotency-Key", "caf\u00e9".encode()),
+        ],
+    )
+    assert response.status_code == 422
+    assert "Idempotency-Key" in response.json()["error"]["message"]
+    assert world.ingress.sent == []
+
+
 async def test_a_new_agent_is_created_from_a_published_kind_and_can_be_followed(
     world: World,
 ) -> None:
