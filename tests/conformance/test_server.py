@@ -2,20 +2,22 @@
 (tenant acme with its kind `calc` published). The suite cannot send a header of its own, so
 it reaches the gateway through a local proxy that adds acme's key to every request.
 
-Some of the suite's checks call fixture tools of its own (`test_simple_text`,
-`test_missing_capability`, ...) that a server under test is expected to carry. The
-gateway's tools are its tenant's agent kinds, each taking a `message`: a call of a fixture
-tool is answered with a tool error whose sentence names the missing message. Where a check
-reads only the shape of a result (text content, `isError`) it passes on that answer, and
-the test says so; where it needs the fixture's own behaviour it cannot pass against any
-product server, and the test names it as expected to fail.
+Some of the suite's checks call fixture tools of its own that a server under test is
+expected to carry. The gateway's tools are its tenant's agent kinds: for the Tasks
+scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`
+and `failing_job`, each declaring the tool's input and run by a model that does what the
+tool does (tests.fixtures.models). A call of a fixture tool no kind plays
+(`test_simple_text`, ...) is answered with a tool error whose sentence names the missing
+message: where a check reads only the shape of a result (text content, `isError`) it
+passes on that answer, and the test says so. The checks that fail are named below, each
+with the reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -27,14 +29,18 @@ pytestmark = pytest.mark.durable
 
 STATEFUL = "2025-11-25"
 STATELESS = "2026-07-28"
-FIXTURE_CAPABILITY = frozenset(
-    {
-        # a request that needs a capability the client did not declare must be refused with
-        # -32021; the suite asks this of its fixture tool that needs sampling, and no tool of
-        # the gateway needs a client capability
-        "sep-2575-server-rejects-undeclared-capability",
-        "sep-2575-missing-capability-http-400",
-    }
+NO_CLIENT_CAPABILITY = (
+    "a request that needs a capability the client did not declare must be refused with "
+    "-32021; the suite asks this of its fixture tool that needs sampling, and no tool of the "
+    "gateway needs a client capability"
+)
+SYNC_ONLY = (
+    "the fixture tool greet is sync-only; every kind's tool supports tasks (taskSupport "
+    "optional), and a call from a client that declared the extension is answered with a task"
+)
+NO_FORM = (
+    "the fixture tools confirm_delete and multi_input ask the client forms of their own; "
+    "the only input a turn asks for is a person's approval of a tool call"
 )
 
 
@@ -44,8 +50,8 @@ class Expected(NamedTuple):
     """The revision to run at; '' for an extension's scenario, which belongs to none."""
     succeeding: frozenset[str]
     """Checks that must succeed (so a scenario that checks nothing cannot pass)."""
-    fixture_only: frozenset[str] = frozenset()
-    """Checks that need one of the suite's fixture tools: they fail, and only they."""
+    failing: dict[str, str] = {}  # noqa: RUF012 - read, never changed
+    """The checks that fail, and only they, each with the reason."""
 
 
 SCENARIOS = [
@@ -64,7 +70,10 @@ SCENARIOS = [
                 "sep-2575-http-server-error-jsonrpc-id",
             }
         ),
-        FIXTURE_CAPABILITY,
+        {
+            "sep-2575-server-rejects-undeclared-capability": NO_CLIENT_CAPABILITY,
+            "sep-2575-missing-capability-http-400": NO_CLIENT_CAPABILITY,
+        },
     ),
     Expected("tools-list", STATEFUL, frozenset({"tools-list", "tools-name-format"})),
     Expected("tools-list", STATELESS, frozenset({"tools-list", "tools-name-format"})),
@@ -73,30 +82,27 @@ SCENARIOS = [
     Expected("tools-call-error", STATEFUL, frozenset({"tools-call-error"})),
     Expected("tools-call-error", STATELESS, frozenset({"tools-call-error"})),
 ]
-# The Tasks scenarios (an extension: they run on the stateless revision) drive fixture
-# tools of their own (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
-# multi_input) with their own arguments and no message, so none of those calls makes a
-# task here: every check that needs such a task is named below as failing. What the
-# gateway's Tasks do with a real turn (created, polled, answered, cancelled, through a
-# SIGKILL) is shown with the SDK's client in tests/gateway/test_mcp_tasks.py.
+# The Tasks scenarios are an extension's: they run on the stateless revision.
 WIRE = frozenset({"wire-schema-valid"})
 TASKS = [
     Expected(
         "tasks-lifecycle",
         "",
-        WIRE,
-        frozenset(
-            {
-                "tasks-sync-tool-call",
-                "sep-2663-result-type-task-on-create",
-                "sep-2663-tasks-get-status-working",
-                "sep-2663-tasks-get-status-completed",
-                "sep-2663-tool-error-uses-completed-status",
-                "sep-2663-tasks-get-status-failed",
-                "sep-2663-cancel-ack-empty-result",
-                "tasks-cancel-terminal-idempotent-ack",
-            }
-        ),
+        WIRE
+        | {
+            "sep-2663-result-type-task-on-create",
+            "sep-2663-tasks-get-status-working",
+            "sep-2663-tasks-get-status-completed",
+            "sep-2663-tool-error-uses-completed-status",
+            "sep-2663-cancel-ack-empty-result",
+            "tasks-cancel-terminal-idempotent-ack",
+        },
+        {
+            "tasks-sync-tool-call": SYNC_ONLY,
+            "sep-2663-tasks-get-status-failed": "it calls the fixture tool protocol_error_job, "
+            "whose task ends in a protocol error; a turn's end is always a call's result (a "
+            "failed turn is a tool error), so no task of the gateway ends failed",
+        },
     ),
     Expected(
         "tasks-capability-negotiation",
@@ -106,47 +112,47 @@ TASKS = [
             "tasks-extension-advertised",
             "sep-2663-tasks-methods-non-declaring",
             "sep-2663-server-rejects-undeclared-client",
+            "tasks-per-request-meta-opt-in",
         },
-        frozenset({"tasks-per-request-meta-opt-in"}),
     ),
     Expected(
         "tasks-wire-fields",
         "",
-        WIRE,
-        frozenset(
-            {
-                "tasks-wire-field-renames",
-                "tasks-no-early-ttl-expiry",
-                "tasks-no-related-task-meta-on-inlined-result",
-            }
-        ),
+        WIRE
+        | {
+            "tasks-wire-field-renames",
+            "tasks-no-early-ttl-expiry",
+            "tasks-no-related-task-meta-on-inlined-result",
+        },
     ),
     Expected(
-        "tasks-request-state-removal", "", WIRE, frozenset({"tasks-request-state-removal-setup"})
+        "tasks-request-state-removal",
+        "",
+        WIRE | {"tasks-create-result-no-request-state", "tasks-get-detailed-no-request-state"},
     ),
     Expected(
         "tasks-mrtr-input",
         "",
         WIRE,
-        frozenset(
-            {
-                "sep-2663-tasks-get-status-input-required",
-                "tasks-mrtr-tasks-update-resumes",
-                "tasks-mrtr-partial-fulfillment",
-            }
-        ),
+        {
+            "sep-2663-tasks-get-status-input-required": NO_FORM,
+            "tasks-mrtr-tasks-update-resumes": NO_FORM,
+            "tasks-mrtr-partial-fulfillment": NO_FORM,
+        },
     ),
     Expected(
         "tasks-request-headers",
         "",
-        WIRE | {"tasks-headers-reject-mismatched-method"},
-        frozenset(
-            {
-                "tasks-headers-tolerate-mcp-method-on-tools-call",
-                "sep-2663-routing-headers-accepted-on-tasks-get",
-                "sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get",
-            }
-        ),
+        WIRE
+        | {
+            "tasks-headers-reject-mismatched-method",
+            "sep-2663-routing-headers-accepted-on-tasks-get",
+        },
+        {
+            "tasks-headers-tolerate-mcp-method-on-tools-call": SYNC_ONLY,
+            "sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get": "the gateway does not "
+            "compare an Mcp-Name header with the taskId of a tasks/get",
+        },
     ),
     Expected(
         "tasks-dispatch-and-envelope",
@@ -156,38 +162,70 @@ TASKS = [
             "sep-2663-tasks-result-removed-method-not-found",
             "tasks-removed-tasks-list",
             "sep-2663-tasks-get-invalid-task-id-32602",
+            "tasks-server-directed-creation-no-hint",
+            "tasks-immediate-result-shortcut",
+            "sep-2663-durable-create-strong-consistency",
         },
-        frozenset(
-            {
-                "tasks-server-directed-creation-no-hint",
-                "sep-2663-legacy-task-param-ignored",
-                "tasks-immediate-result-shortcut",
-                "tasks-result-type-complete-on-non-task-responses",
-                "sep-2663-durable-create-strong-consistency",
-            }
-        ),
+        {
+            "sep-2663-legacy-task-param-ignored": SYNC_ONLY,
+            "tasks-result-type-complete-on-non-task-responses": f"{SYNC_ONLY}; and {NO_FORM}",
+        },
     ),
     Expected(
         "tasks-required-task-error",
         "",
         WIRE,
-        frozenset({"sep-2663-server-returns-missing-capability-when-required"}),
+        {
+            "sep-2663-server-returns-missing-capability-when-required": "the fixture tool "
+            "failing_job is registered with taskSupport required; every kind's tool supports "
+            "tasks as optional, so a client without the extension gets a plain result",
+        },
     ),
     Expected(
         "tasks-mrtr-composition",
         "",
         WIRE,
-        frozenset({"sep-2663-mrtr-synchronous-before-task-creation"}),
+        {
+            "sep-2663-mrtr-synchronous-before-task-creation": "it calls the fixture tool "
+            "test_tool_with_task, which asks a form of its own before it makes a task; "
+            "the only input a turn asks for is a person's approval of a tool call",
+        },
     ),
+]
+
+
+def _fixture(kind: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A kind playing the suite's fixture tool `kind`: its input is the tool's arguments,
+    and its model (tests.fixtures.models) does what the tool does."""
+    return {
+        "kind": kind,
+        "instructions": f"Do what the tool {kind} does.",
+        "model": kind,
+        "input": {"type": "object", "properties": properties, "required": required},
+    }
+
+
+FIXTURE_KINDS = [
+    _fixture("greet", {"name": {"type": "string"}}, ["name"]),
+    _fixture(
+        "slow_compute",
+        {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
+        ["seconds"],
+    ),
+    _fixture("failing_job", {}, []),
 ]
 
 
 @pytest.fixture(scope="module")
 def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("conformance-home")
     with (
-        gateway_stack(tmp_path_factory.mktemp("conformance-home")) as stack,
+        gateway_stack(home, model_modules=("tests.fixtures.models",)) as stack,
         keyed_proxy(f"{stack.gateway.url}/mcp", stack.key) as url,
     ):
+        for spec in FIXTURE_KINDS:
+            published = stack.http.post("/v1/specs", json=spec, headers=stack.auth)
+            assert published.status_code == 201, published.text
         yield url
 
 
@@ -198,8 +236,16 @@ def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 )
 def test_the_gateway_passes(mcp_url: str, expected: Expected, tmp_path: Path) -> None:
     outcome = run_server(mcp_url, expected.scenario, expected.version, tmp_path)
-    assert set(outcome.failed()) == expected.fixture_only, outcome.output
+    assert set(outcome.failed()) == set(expected.failing), outcome.output
     assert expected.succeeding <= outcome.succeeded(), outcome.output
+
+
+def test_a_cancelled_task_settles_as_cancelled(mcp_url: str, tmp_path: Path) -> None:
+    """The lifecycle's cancel check reads only the acknowledgement; the task it cancels (a
+    60 s slow_compute) must also end cancelled, not completed."""
+    outcome = run_server(mcp_url, "tasks-lifecycle", "", tmp_path)
+    details = outcome.details_of("sep-2663-cancel-ack-empty-result")
+    assert details["statusAfterCancel"] == "cancelled", outcome.output
 
 
 @pytest.mark.parametrize("version", [STATEFUL, STATELESS])

@@ -153,9 +153,10 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
 
 
 @contextlib.contextmanager
-def gateway_stack(home: Path) -> Iterator[GatewayStack]:
-    """restate-server, the endpoint and the gateway, with an admin key and `calc` published."""
-    settings = stack_settings(home)
+def gateway_stack(home: Path, **settings_of: Any) -> Iterator[GatewayStack]:
+    """restate-server, the endpoint and the gateway, with an admin key and `calc` published;
+    `settings_of` changes the stack's settings."""
+    settings = stack_settings(home).model_copy(update=settings_of)
     # The executor's own live pushes are switched off, so that the live text the tests
     # see is exactly what they push (the script model writes a reply all at once).
     stack = Stack(settings, endpoint_env={"TEASPILL_LIVE_TOKEN": ""})
