@@ -37,7 +37,7 @@ from services.contracts import (
     Empty,
 )
 from services.durable import send
-from services.observe import tracing
+from services.observe import genai, tracing
 from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
 
@@ -76,8 +76,7 @@ def agent_object(
         driver = Driver(
             ctx, address, tools, sink=sink, model=model, observers=observers or (), quotas=counted
         )
-        attributes = {"teaspill.agent": address, "teaspill.wake": type(envelope.wake).__name__}
-        with tracing.span("wake", tracing.attempt(ctx), attributes):
+        with tracing.span("wake", tracing.attempt(ctx), genai.wake(address, envelope.wake)):
             return await driver.run(envelope.wake)
 
     _controls(agent)

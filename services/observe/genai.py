@@ -7,6 +7,7 @@ from opentelemetry.trace import Span
 
 from schemas.chat import ToolCall
 from schemas.model import ModelReply, ModelRequest
+from schemas.wake import ChildReport, Message, Wake
 from services.observe.tracing import Attributes
 
 
@@ -37,6 +38,23 @@ def model_reply(span: Span | None, reply: ModelReply) -> None:
             "gen_ai.server.time_per_output_token": _per_token(reply.timing.tokens_per_second),
         }
     )
+
+
+def wake(address: str, arrived: Wake) -> Attributes:
+    """What woke the agent; for a child's message its parent, and for a child's report the
+    child: restate-server starts a trace of its own for each one-way send, so these name the
+    wake at the other end."""
+    found: dict[str, str | int | float | bool] = {
+        "teaspill.agent": address,
+        "teaspill.wake": type(arrived).__name__,
+    }
+    if isinstance(arrived, Message) and arrived.parent is not None:
+        found["teaspill.parent.agent"] = arrived.parent.address
+        found["teaspill.parent.turn"] = arrived.parent.turn
+    elif isinstance(arrived, ChildReport):
+        found["teaspill.child.agent"] = arrived.child
+        found["teaspill.child.turn"] = arrived.turn
+    return found
 
 
 def tool_call(call: ToolCall, agent: str, turn: int, round_: int) -> Attributes:

@@ -36,10 +36,10 @@ class Traced:
     http: httpx.Client
     key: str
 
-    def send(self, address: str, text: str, traceparent: str) -> None:
+    def send(self, address: str, text: str, traceparent: str, kind: str = "calc") -> None:
         response = self.http.post(
             f"/v1/agents/{address}/messages",
-            json={"text": text, "kind": "calc"},
+            json={"text": text, "kind": kind},
             headers={"Authorization": f"Bearer {self.key}", "traceparent": traceparent},
         )
         assert response.status_code == 202, response.text
@@ -82,6 +82,13 @@ def traced_stack(home: Path, store: TraceStore) -> Iterator[Traced]:
                 "model": "script",
                 "tools": ["calculator", "ledger"],
             },
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert published.status_code == 201, published.text
+        parent = {"kind": "parent", "instructions": "Delegate.", "model": "script"}
+        published = http.post(
+            "/v1/specs",
+            json={**parent, "can_spawn": True},
             headers={"Authorization": f"Bearer {key}"},
         )
         assert published.status_code == 201, published.text
@@ -212,3 +219,33 @@ def test_a_sigkill_mid_turn_leaves_one_span_per_attempt_and_none_twice(traced: T
     assert rerun in {a.span_id for a in attempts[1:]}
     parents = [w.parent_id for w in named(spans, "wake")]
     assert set(parents) <= {rerun}, "the killed attempt's wake never ended; the new one's is there"
+
+
+def test_a_child_agent_and_its_report_name_the_other_end(traced: Traced) -> None:
+    """restate-server starts a trace of its own for each one-way send: the child's wake and
+    the parent's wake on its report name the agent at the other end."""
+    header, trace_id, _ = new_traceparent()
+    child_task = script({"reply": "child is done"})
+    parent = script(
+        {"calls": [{"name": "spawn_agent", "arguments": {"task": child_task}}]},
+        {"calls": [{"name": "wait"}]},
+        {"reply": "parent got: {results}"},
+    )
+    traced.send("acme.parent", parent, header, kind="parent")
+    traced.ended("acme.parent")
+    child = "acme.parent.t1r1c0"
+
+    def wakes() -> dict[tuple[str, str], Span] | None:
+        found = {
+            (s.attributes["teaspill.agent"], s.attributes["teaspill.wake"]): s
+            for s in named(traced.store.spans(), "wake")
+            if s.attributes["teaspill.agent"] in (child, "acme.parent")
+        }
+        return found if len(found) == 3 else None
+
+    found = eventually(wakes, 60, "the three wakes in the store")
+    assert found["acme.parent", "Message"].trace_id == trace_id
+    spawned = found[child, "Message"].attributes
+    assert (spawned["teaspill.parent.agent"], spawned["teaspill.parent.turn"]) == ("acme.parent", 1)
+    reported = found["acme.parent", "ChildReport"].attributes
+    assert (reported["teaspill.child.agent"], reported["teaspill.child.turn"]) == (child, 1)
