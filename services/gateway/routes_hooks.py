@@ -4,8 +4,9 @@ removes it; other systems deliver to `POST /hooks/{id}`, signed as Standard Webh
 A delivery is verified here with nothing but the gateway's signing key (the secret is
 derived from it and the hook's id), capped and rate-limited per hook, and sent one-way to
 the hook's `Hooks` object with the idempotency key `webhook {hook} {webhook-id}`: it is
-answered 202 as soon as Restate holds it, even while the service endpoint is down, and a
-`webhook-id` delivered again runs nothing more.
+answered 202 as soon as Restate holds it, even while the service endpoint is down (for a
+hook this gateway made or saw before), and a `webhook-id` delivered again runs nothing
+more. A hook of a kind alone makes an agent per delivery: it must leave the tenant room.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ async def create_hook(
     now = datetime.now(UTC)  # noqa: TID251 - the gateway is not durable code
     spec = HookSpec(caller.tenant, body.template, body.address, body.kind, body.while_busy, now)
     made = await rt.ingress.create_hook(hook_id, spec, idempotency_key)
+    rt.hook_targets.add(hook_id, aimed=made.address is not None)
     secret = rt.hook_key.secret_for(hook_id)
     return HookCreated(**_out(request, hook_id, made).model_dump(), secret=secret)
 
@@ -92,18 +94,22 @@ async def delete_hook(
     return _out(request, hook_id, await rt.ingress.delete_hook(_owned(caller, hook_id)))
 
 
-@router.post("/hooks/{hook_id}", status_code=202, responses=errors(401, 413, 429, 503))
+@router.post("/hooks/{hook_id}", status_code=202, responses=errors(400, 401, 413, 429, 503))
 async def deliver(hook_id: HookId, request: Request, rt: Rt) -> DeliveryAccepted:
     """A delivery, signed with the hook's secret (`webhook-id`, `webhook-timestamp`,
     `webhook-signature`): 202 once Restate holds it; 401 when the signature or the
-    timestamp is wrong."""
+    timestamp is wrong; 429 when a hook of a kind would make an agent past the tenant's
+    `TEASPILL_TENANT_AGENTS`."""
     body = await request.body()
     if len(body) > rt.settings.hook_max_bytes:
         raise ApiError(413, f"a delivery's body is at most {rt.settings.hook_max_bytes} bytes")
     secret = rt.hook_key.secret_for(hook_id)
     webhook_id = hooks.verify(secret, body, request.headers)
     rt.hook_rates.take(hook_id)
-    await rt.quotas.tokens(hook_id.split(".", 1)[0])
+    tenant = hook_id.split(".", 1)[0]
+    if not await _aimed(rt, hook_id):
+        await rt.quotas.new_agent(tenant)
+    await rt.quotas.tokens(tenant)
     try:
         msgspec.json.decode(body)
     except (msgspec.DecodeError, RecursionError) as error:
@@ -113,6 +119,20 @@ async def deliver(hook_id: HookId, request: Request, rt: Rt) -> DeliveryAccepted
     delivery = Delivery(webhook_id, body.decode())
     invocation = await rt.ingress.deliver(hook_id, delivery)
     return DeliveryAccepted(hook=hook_id, webhook_id=webhook_id, invocation_id=invocation)
+
+
+async def _aimed(rt: Runtime, hook_id: str) -> bool:
+    """Whether the hook sends to one agent; a hook of a kind alone makes an agent per
+    delivery, which the tenant's agent quota must allow. One this gateway has not seen is
+    asked for (503 while the endpoint is down); one that is gone makes nothing."""
+    aimed = rt.hook_targets.get(hook_id)
+    if aimed is not None:
+        return aimed
+    found = await rt.ingress.hook(hook_id)
+    if found is None:
+        return True
+    rt.hook_targets.add(hook_id, aimed=found.address is not None)
+    return found.address is not None
 
 
 async def _check_target(rt: Runtime, caller: Principal, body: HookIn) -> None:

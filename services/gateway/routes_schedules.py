@@ -57,6 +57,8 @@ async def add_schedule(
         raise needs_kind(agent.address)
     if body.kind is not None:
         await service.require_published(rt, agent.caller.tenant, body.kind)
+    if row is None and agent.address not in rt.recent:
+        await rt.quotas.new_agent(agent.caller.tenant)
     spec = ScheduleSpec(body.text, _when(body), body.while_busy, body.kind)
     made = await rt.ingress.add_schedule(agent.address, spec, idempotency_key)
     return Response(msgspec.json.encode(made), 201, media_type="application/json")

@@ -48,6 +48,25 @@ class RecentSends:
         return True
 
 
+class HookTargets:
+    """Whether each hook this gateway saw is aimed at one agent (else each delivery makes
+    a new agent of its kind). A hook's target never changes, so what is kept stays true;
+    a delivery to a hook it knows is checked without a round trip."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._limit = limit
+        self._aimed: OrderedDict[str, bool] = OrderedDict()
+
+    def add(self, hook_id: str, *, aimed: bool) -> None:
+        self._aimed[hook_id] = aimed
+        self._aimed.move_to_end(hook_id)
+        while len(self._aimed) > self._limit:
+            self._aimed.popitem(last=False)
+
+    def get(self, hook_id: str) -> bool | None:
+        return self._aimed.get(hook_id)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -62,6 +81,7 @@ class Runtime:
     """What each webhook's signing secret is derived from."""
     hook_rates: RateLimiter
     recent: RecentSends = field(default_factory=RecentSends)
+    hook_targets: HookTargets = field(default_factory=HookTargets)
 
     async def close(self) -> None:
         await self.hub.close()
