@@ -70,7 +70,8 @@ class MessageSteered(msgspec.Struct, frozen=True, tag="message_steered"):
 
 
 class MessageRejected(msgspec.Struct, frozen=True, tag="message_rejected"):
-    """A message (`while_busy: reject`) found a turn in progress and ran nothing."""
+    """A message (`while_busy: reject`, or one past a full queue) found a turn in progress
+    (or the agent paused) and ran nothing."""
 
     text: str
     message_id: str = ""

@@ -86,6 +86,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             model,
             offer,
             quotas=TenantQuotas(config.tenant_daily_tokens, agents=True),
+            queue_limit=config.agent_queue,
         ),
         offer_specs(offer),
         schedules,

@@ -102,6 +102,12 @@ class Settings(BaseSettings):
         description="Agents one tenant may have; a message that would create one more is "
         "refused (429).",
     )
+    agent_queue: int = Field(
+        default=100,
+        ge=1,
+        description="Messages one agent may hold queued (behind a turn in progress, or while "
+        "paused); one more is refused (429).",
+    )
     tenant_keys: int = Field(
         default=100, ge=1, description="API keys one tenant may hold that are not revoked."
     )

@@ -15,6 +15,13 @@ from services.agent.reaction import Emit, Reaction, RefuseWake
 ALREADY_PAUSED = "The agent is paused already."
 REJECTED_PAUSED = "The agent is paused, and the message asked to be rejected then: it ran nothing."
 REJECTED = "A turn was in progress, and the message asked to be rejected then: it ran nothing."
+QUEUE_FULL = (
+    "The agent holds {limit} queued messages, the most its queue may hold "
+    "(TEASPILL_AGENT_QUEUE): it ran nothing. Send it again once the agent works through them."
+)
+QUEUE_LIMIT = 100
+"""Messages an agent's record holds queued unless the composition root says otherwise:
+the queue lives in the agent's one state value, which must stay bounded."""
 
 
 def where(record: AgentRecord) -> tuple[int, int]:
@@ -23,7 +30,13 @@ def where(record: AgentRecord) -> tuple[int, int]:
     return (turn.number, turn.round) if turn is not None else (record.turns, 0)
 
 
-def queue(record: AgentRecord, message: Message) -> Reaction:
+def queue(record: AgentRecord, message: Message, limit: int = QUEUE_LIMIT) -> Reaction:
+    """Behind the turn in progress (or the pause); refused like a reject once the queue
+    holds `limit` messages."""
+    if len(record.queue) >= limit:
+        sentence = QUEUE_FULL.format(limit=limit)
+        refused = MessageRejected(message.text, message.id, sentence)
+        return Reaction(record, (Emit(*where(record), (refused,)), RefuseWake(429, sentence)))
     queued = msgspec.structs.replace(record, queue=(*record.queue, message))
     event = MessageQueued(message.text, message.id)
     return Reaction(queued, (Emit(*where(record), (event,)),))

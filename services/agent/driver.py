@@ -69,6 +69,7 @@ from schemas.state import AgentRecord, TimelineMark
 from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
+from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.machine import (
     Drive,
@@ -161,8 +162,10 @@ class Driver:
         model: LocalModel | None = None,
         observers: Sequence[Observer] = (),
         quotas: TenantQuotas = NO_QUOTAS,
+        queue_limit: int = QUEUE_LIMIT,
     ) -> None:
         self._ctx = ctx
+        self._queue_limit = queue_limit
         self._address = address
         self._tenant = parse_address(address).tenant
         self._quotas = quotas
@@ -199,7 +202,7 @@ class Driver:
         self._uncounted = not record.turns and isinstance(wake, Message) and wake.parent is None
         reply, note = "", ""
         while inputs:
-            reaction = react(self._address, record, inputs.popleft())
+            reaction = react(self._address, record, inputs.popleft(), queue_limit=self._queue_limit)
             record = reaction.record
             reply = reaction.reply if reaction.reply is not None else reply
             note = reaction.note or note

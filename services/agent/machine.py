@@ -46,6 +46,7 @@ from schemas.wake import (
 )
 from services.agent.approvals import on_approval, remember
 from services.agent.arrivals import (
+    QUEUE_LIMIT,
     can_go_on,
     on_pause,
     queue,
@@ -113,16 +114,19 @@ def state_of(turn: TurnState | None, *, paused: bool = False) -> AgentState:
     return "running"
 
 
-def react(address: str, record: AgentRecord, given: Input) -> Reaction:  # noqa: PLR0911 - one per kind
+def react(  # noqa: PLR0911 - one per kind
+    address: str, record: AgentRecord, given: Input, *, queue_limit: int = QUEUE_LIMIT
+) -> Reaction:
+    """`queue_limit`: the most messages the record may hold queued."""
     match given:
         case Message() | ScheduleSkip():
-            return _on_message(address, record, given)
+            return _on_message(address, record, given, queue_limit)
         case SpecFound():
             return _on_spec(address, record, given)
         case TurnRan() | TurnStopped() if given.ledger or given.context or given.steered:
             kept = _kept(record, given.ledger, given.context, given.steered)
             bare = dataclasses.replace(given, ledger=None, context=None, steered=())
-            return react(address, kept, bare)
+            return react(address, kept, bare, queue_limit=queue_limit)
         case TurnRan():
             return _on_ran(address, record, given)
         case TurnStopped(turn=turn):
@@ -156,11 +160,13 @@ def _kept(
 # --- messages and turns ---------------------------------------------------------------
 
 
-def _on_message(address: str, record: AgentRecord, message: Message | ScheduleSkip) -> Reaction:
+def _on_message(
+    address: str, record: AgentRecord, message: Message | ScheduleSkip, limit: int
+) -> Reaction:
     if isinstance(message, ScheduleSkip):
         skipped = ScheduleSkipped(message.schedule, message.planned, BUSY)
         return Reaction(record, (Emit(*where(record), (skipped,)),))
-    reaction = _arrived(address, record, message)
+    reaction = _arrived(address, record, message, limit)
     if message.schedule is None:
         return reaction
     fired = message.schedule
@@ -178,7 +184,9 @@ def _position(record: AgentRecord) -> tuple[int, int]:
     return record.turns + 1, 0
 
 
-def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:  # noqa: PLR0911 - one per policy
+def _arrived(  # noqa: PLR0911 - one per policy
+    address: str, record: AgentRecord, message: Message, limit: int
+) -> Reaction:
     if message.id and message.id in record.steered:
         return Reaction(record)  # it joined a running turn already
     turn = record.turn
@@ -188,7 +196,7 @@ def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:  
     if rule == "reject":
         return reject(record, message)
     if turn is None or record.paused:
-        return queue(record, message)
+        return queue(record, message, limit)
     if rule == "interrupt":
         ended = _end(address, record, turn, "stopped", INTERRUPTED)
         return _then(ended, _start(address, ended.record, message, direct=True))
@@ -197,7 +205,7 @@ def _arrived(address: str, record: AgentRecord, message: Message) -> Reaction:  
     if isinstance(turn.phase, AwaitingApproval):
         ended = _end(address, record, turn, "superseded", SUPERSEDED)
         return _then(ended, _start(address, ended.record, message, direct=True))
-    return queue(record, message)
+    return queue(record, message, limit)
 
 
 def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:

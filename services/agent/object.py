@@ -20,6 +20,7 @@ from schemas.events import (
 from schemas.harness import AwaitingApproval
 from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
+from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.driver import Driver, LocalModel, status
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
@@ -53,12 +54,14 @@ def agent_object(
     offer: Offer | None = None,
     *,
     quotas: TenantQuotas | None = None,
+    queue_limit: int = QUEUE_LIMIT,
 ) -> restate.VirtualObject:
     """`sink` is where wakes hand their events (the projection of this process). `model`,
     when given, runs model steps in this process as local journaled steps; without it
     they are durable calls to the `Model` service. `offer` names the models and tools a
     spec sent with a message may use; `quotas`, what the tenant's agents count together
-    in its `TenantUsage` object."""
+    in its `TenantUsage` object; `queue_limit`, the most messages one agent holds queued
+    (`TEASPILL_AGENT_QUEUE`)."""
     counted = quotas or TenantQuotas()
     agent = restate.VirtualObject(
         AGENT,
@@ -74,7 +77,14 @@ def agent_object(
         envelope = _decode(raw)
         _check_inline(envelope, offer, address)
         driver = Driver(
-            ctx, address, tools, sink=sink, model=model, observers=observers or (), quotas=counted
+            ctx,
+            address,
+            tools,
+            sink=sink,
+            model=model,
+            observers=observers or (),
+            quotas=counted,
+            queue_limit=queue_limit,
         )
         with tracing.span("wake", tracing.attempt(ctx), genai.wake(address, envelope.wake)):
             return await driver.run(envelope.wake)

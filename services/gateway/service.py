@@ -51,6 +51,8 @@ async def send(
     rule = await _policy(rt, agent, row, message) if row and row.status in BUSY else None
     if rule == "reject":
         raise _busy(agent.address, row)
+    if row is not None and (rule == "queue" or row.status == "paused"):
+        await _room(rt, row)
     mid = message_id(agent.address, idempotency_key)
     sent = Message(message.text, kind=message.kind, id=mid, while_busy=message.while_busy)
     invocation = await rt.ingress.send_message(
@@ -79,6 +81,20 @@ async def _policy(rt: Runtime, agent: Owned, row: AgentRow, message: MessageIn) 
     kind = message.kind or row.kind
     spec = await rt.projection.read(lambda store: store.latest_spec(agent.caller.tenant, kind))
     return spec.while_busy if spec is not None else "queue"
+
+
+async def _room(rt: Runtime, row: AgentRow) -> None:
+    """429 once the agent holds `TEASPILL_AGENT_QUEUE` messages queued: the message would
+    queue behind them (the agent refuses it too, should it get there)."""
+    most = rt.settings.agent_queue
+    queued = await rt.projection.read(lambda store: store.queued([row.address]))
+    if queued.get(row.address, 0) >= most:
+        raise ApiError(
+            429,
+            f"agent {row.address} is {row.status} and holds {most} queued messages, the most "
+            "one agent may hold (TEASPILL_AGENT_QUEUE): send it again once the agent works "
+            "through them",
+        )
 
 
 def _busy(address: str, row: AgentRow | None) -> ApiError:

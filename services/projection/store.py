@@ -284,8 +284,9 @@ class ProjectionStore:
 
     async def queued(self, agents: Sequence[str]) -> dict[str, int]:
         """How many messages each agent holds queued: messages with a `message_queued`
-        among its newest `QUEUE_WINDOW` events that have not started a turn since (agents
-        with none are left out); a message queued twice (heard by a running turn, then
+        among its newest `QUEUE_WINDOW` events that have not started a turn since, nor been
+        refused (a full queue refuses one a running turn heard queued; agents with none are
+        left out); a message queued twice (heard by a running turn, then
         held by a pause) counts once."""
         if not agents:
             return {}
@@ -295,7 +296,8 @@ class ProjectionStore:
             " '$.body.message_id'), ''), q.seq)) from events q where q.type = 'message_queued'"
             f" and q.agent in ({marks}) and q.seq > (select max(seq) from events a"
             " where a.agent = q.agent) - ? and not exists (select 1 from events t"
-            " where t.agent = q.agent and t.seq > q.seq and t.type = 'turn_started'"
+            " where t.agent = q.agent and t.seq > q.seq"
+            " and t.type in ('turn_started', 'message_rejected')"
             " and json_extract(cast(t.event as text), '$.body.message_id')"
             " = json_extract(cast(q.event as text), '$.body.message_id')) group by q.agent",
             (*agents, QUEUE_WINDOW),

@@ -20,7 +20,13 @@ from schemas.events import (
 from schemas.spec import WhileBusy
 from schemas.state import AgentRecord
 from schemas.wake import Approval, ChildReport, Message, Pause, Resume, Stop, Timer
-from services.agent.arrivals import ALREADY_PAUSED, REJECTED, REJECTED_PAUSED
+from services.agent.arrivals import (
+    ALREADY_PAUSED,
+    QUEUE_FULL,
+    QUEUE_LIMIT,
+    REJECTED,
+    REJECTED_PAUSED,
+)
 from services.agent.machine import (
     INTERRUPTED,
     NOT_PAUSED,
@@ -200,3 +206,38 @@ def test_resume_of_an_agent_that_is_not_paused_changes_nothing() -> None:
     reaction = react(ME, IDLE, Resume())
     assert reaction.note == NOT_PAUSED
     assert reaction.record == AgentRecord(turns=1, spec=SPEC, last_outcome="succeeded")
+
+
+# --- the queue's ceiling ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("record", [PAUSED, WAITING], ids=["paused", "waiting"])
+def test_a_full_queue_refuses_the_next_message_and_records_why(record: AgentRecord) -> None:
+    for n in range(3):
+        record = react(ME, record, Message(f"m{n}", id=f"q{n}"), queue_limit=3).record
+    assert len(record.queue) == 3
+    refused = react(ME, record, Message("one more", id="q3"), queue_limit=3)
+    sentence = QUEUE_FULL.format(limit=3)
+    assert "TEASPILL_AGENT_QUEUE" in sentence
+    assert bodies(refused) == [MessageRejected("one more", "q3", sentence)]
+    assert last(refused) == RefuseWake(429, sentence)
+    assert refused.record == record
+
+
+def test_the_queue_takes_a_message_again_once_one_started() -> None:
+    record = PAUSED
+    for n in range(2):
+        record = react(ME, record, Message(f"m{n}", id=f"q{n}"), queue_limit=2).record
+    resumed = react(ME, record, Resume(), queue_limit=2).record
+    assert len(resumed.queue) == 1
+    paused = react(ME, resumed, Pause(), queue_limit=2).record
+    taken = react(ME, paused, Message("again", id="q2"), queue_limit=2)
+    assert bodies(taken) == [MessageQueued("again", "q2")]
+    assert taken.record.queue[-1] == Message("again", id="q2")
+
+
+def test_the_default_ceiling_is_a_hundred_messages() -> None:
+    record = msgspec.structs.replace(PAUSED, queue=tuple(Message(f"m{n}") for n in range(99)))
+    assert len(react(ME, record, Message("last")).record.queue) == QUEUE_LIMIT == 100
+    full = react(ME, record, Message("last")).record
+    assert isinstance(last(react(ME, full, Message("past"))), RefuseWake)

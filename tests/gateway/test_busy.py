@@ -4,13 +4,21 @@ what is refused at once. Ingress is faked."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from schemas.events import AgentPaused, Event, EventBody, MessageQueued, TurnStarted
+from schemas.events import (
+    AgentPaused,
+    Event,
+    EventBody,
+    MessageQueued,
+    MessageRejected,
+    TurnStarted,
+)
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec
-from tests.gateway.conftest import T0, World
+from tests.gateway.conftest import T0, World, make_world, settings_for
 
 pytestmark = pytest.mark.anyio
 
@@ -133,3 +141,23 @@ async def test_the_agent_row_counts_the_messages_it_holds_queued(world: World) -
     held = MessageQueued("b", "mb")  # heard by the running turn, then held by a pause
     await world.record([Event("acme.alpha", 17, 4, 0, T0 + timedelta(seconds=17), held)])
     assert await queued() == (1, 1)
+
+
+async def test_a_message_that_would_queue_past_the_agents_queue_is_429(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path).model_copy(update={"agent_queue": 2})
+    async with make_world(tmp_path, settings) as world:
+        await busy(world, MessageQueued("a", "ma"), MessageQueued("b", "mb"))
+        status, answer = await send(world, {"text": "one more"})
+        assert status == 429
+        assert answer["error"]["message"] == (  # type: ignore[index]
+            "agent acme.alpha is running and holds 2 queued messages, the most one agent may "
+            "hold (TEASPILL_AGENT_QUEUE): send it again once the agent works through them"
+        )
+        assert world.ingress.sent == []
+        steered, _ = await send(world, {"text": "join in", "while_busy": "steer"})
+        assert steered == 202
+
+        refused = MessageRejected("b", "mb", "full")  # the agent refused one it heard queued
+        await world.record([Event("acme.alpha", 16, 3, 1, T0 + timedelta(seconds=16), refused)])
+        taken, _ = await send(world, {"text": "one more"})
+        assert taken == 202
