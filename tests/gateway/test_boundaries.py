@@ -23,6 +23,8 @@ ALLOWED = (
     # Pure: what a schedule's clock and a hook's template accept, checked at the edge too.
     "services.schedules.timing",
     "services.hooks.template",
+    # The process's tracer: spans and the traceparent its ingress calls carry on.
+    "services.observe",
 )
 
 
