@@ -27,6 +27,7 @@ from services.gateway.models import DeliveryAccepted, HookCreated, HookIn, HookO
 from services.gateway.openapi import errors
 from services.gateway.routes_schedules import IdempotencyKey
 from services.gateway.runtime import Runtime, runtime
+from services.gateway.upstream import IngressUnavailableError
 from services.hooks.template import TemplateError, check
 
 router = APIRouter(tags=["hooks"])
@@ -124,11 +125,16 @@ async def deliver(hook_id: HookId, request: Request, rt: Rt) -> DeliveryAccepted
 async def _aimed(rt: Runtime, hook_id: str) -> bool:
     """Whether the hook sends to one agent; a hook of a kind alone makes an agent per
     delivery, which the tenant's agent quota must allow. One this gateway has not seen is
-    asked for (503 while the endpoint is down); one that is gone makes nothing."""
+    asked for. While the endpoint cannot answer, it is taken as a hook of a kind: the
+    delivery is still taken (202) while the tenant has room for an agent, and is refused
+    (429, which senders retry) only at the ceiling; one that is gone makes nothing."""
     aimed = rt.hook_targets.get(hook_id)
     if aimed is not None:
         return aimed
-    found = await rt.ingress.hook(hook_id)
+    try:
+        found = await rt.ingress.hook(hook_id)
+    except IngressUnavailableError:
+        return False
     if found is None:
         return True
     rt.hook_targets.add(hook_id, aimed=found.address is not None)

@@ -155,6 +155,24 @@ def test_a_delivery_while_the_endpoint_is_down_is_held_and_runs_after(
     assert len(turns_of(gw, agent, "Deploy 1.2.3 finished.")) == 1
 
 
+def test_a_delivery_to_a_hook_a_restarted_gateway_never_saw_is_held_while_the_endpoint_is_down(
+    gw: GatewayStack, agent: str
+) -> None:
+    """The new gateway cannot ask the hook's object whether it is aimed at one agent: it
+    takes the delivery while the tenant has room for one more agent."""
+    hook = make_hook(gw, address=agent, template="Release {{ version }} is out.")
+    gw.endpoint.kill()
+    try:
+        gw.gateway.stop()
+        gw.gateway.start()
+        response = deliver(gw, hook, "msg_unseen", {"version": "2.0"})
+    finally:
+        gw.endpoint.start()
+    assert response.status_code == 202, response.text
+    wait_for_reply(gw, agent, "Release 2.0 is out.")
+    assert len(turns_of(gw, agent, "Release 2.0 is out.")) == 1
+
+
 def test_a_tenants_hooks_are_listed_without_secrets_until_removed(
     gw: GatewayStack, agent: str
 ) -> None:
