@@ -68,6 +68,11 @@ LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """The smallest and largest value each limit takes (documented in docs/agents.md)."""
 
+TaskSupport = Literal["forbidden", "optional", "required"]
+"""How a kind's MCP tool takes Tasks: `optional`, a call is a task when the client asks for
+one; `forbidden`, a call is always answered with its result; `required`, a call must be a
+task, and one that is not is refused."""
+
 RESERVED_INPUT = ("agent", "idempotency_key")
 """The arguments every MCP tool of a kind takes besides its input: an input schema may not
 declare them."""
@@ -104,6 +109,8 @@ class AgentSpec(msgspec.Struct, frozen=True):
     """The JSON schema (an object schema) of the kind's input as an MCP tool: a call's
     arguments are checked against it and sent to the agent as its message, as JSON. Empty:
     the tool takes a `message`."""
+    task_support: TaskSupport = "optional"
+    """How the kind's MCP tool takes Tasks (`TaskSupport`)."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

@@ -32,7 +32,7 @@ from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError
 from services.gateway.mcp_input import InputError, message_of, tool_schema
 from services.gateway.mcp_listen import TaskListen
-from services.gateway.mcp_methods import TaskMethods, caller_of, turn_end
+from services.gateway.mcp_methods import MISSING_CAPABILITY, TaskMethods, caller_of, turn_end
 from services.gateway.mcp_tasks import (
     EXTENSION,
     UnknownTaskError,
@@ -113,7 +113,7 @@ class Mcp:
                 f"teaspill agent of kind {kind} (version {spec.version}) and get its reply "
                 "when the turn ends.",
                 input_schema=tool_schema(spec),
-                execution=types.ToolExecution(task_support="optional"),
+                execution=types.ToolExecution(task_support=spec.task_support),
             )
             for kind, spec in newest.items()
         ]
@@ -175,8 +175,9 @@ class Mcp:
     ) -> HandlerResult:
         """A `tools/call` that asks for a task (a 2025-11-25 `task` field) or may get one
         (the request names the extension) is answered with the task once its message is
-        on the timeline; any other request goes on to its handler."""
-        if ctx.method != "tools/call" or not _wants_task(ctx):
+        on the timeline, unless its kind forbids tasks; a call of a kind that requires
+        one is refused without it; any other request goes on to its handler."""
+        if ctx.method != "tools/call" or not await self._as_task(ctx):
             return await call_next(ctx)
         try:
             params = types.CallToolRequestParams.model_validate(ctx.params or {}, by_name=False)
@@ -193,6 +194,34 @@ class Mcp:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "task", **mcp_tasks.modern_task(view, detailed=False)}
         return {"task": mcp_tasks.legacy_task(view)}
+
+    async def _as_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        """Whether the call is answered with a task, by what the request asks and its
+        kind's `task_support`; MCPError for a call the kind's support refuses."""
+        wants = _wants_task(ctx)
+        name = ctx.params.get("name") if isinstance(ctx.params, dict) else None
+        if not isinstance(name, str):
+            return wants
+        spec = (await published_kinds(self.rt, caller_of(ctx).tenant)).get(name)
+        support = spec.task_support if spec is not None else "optional"
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if support == "required" and not wants:
+            if modern:
+                raise MCPError(
+                    MISSING_CAPABILITY,
+                    f"the tool {name} runs only as a task: declare the extension "
+                    f"{EXTENSION} in the request's capabilities",
+                    {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+                )
+            raise MCPError(
+                types.METHOD_NOT_FOUND, f"the tool {name} runs only as a task: call it with `task`"
+            )
+        if support == "forbidden" and wants and not modern:
+            raise MCPError(
+                types.METHOD_NOT_FOUND,
+                f"the tool {name} is not called as a task: call it without `task`",
+            )
+        return wants and support != "forbidden"
 
     async def _send(
         self, caller: Principal, kind: str, arguments: dict[str, Any]

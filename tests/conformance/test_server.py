@@ -5,8 +5,8 @@ it reaches the gateway through a local proxy that adds acme's key to every reque
 Some of the suite's checks call fixture tools of its own that a server under test is
 expected to carry. The gateway's tools are its tenant's agent kinds: for the Tasks
 scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`
-and `failing_job`, each declaring the tool's input and run by a model that does what the
-tool does (tests.fixtures.models). A call of a fixture tool no kind plays
+and `failing_job`, each declaring the tool's input and task support and run by a model
+that does what the tool does (tests.fixtures.models). A call of a fixture tool no kind plays
 (`test_simple_text`, ...) is answered with a tool error whose sentence names the missing
 message: where a check reads only the shape of a result (text content, `isError`) it
 passes on that answer, and the test says so. The checks that fail are named below, each
@@ -33,10 +33,6 @@ NO_CLIENT_CAPABILITY = (
     "a request that needs a capability the client did not declare must be refused with "
     "-32021; the suite asks this of its fixture tool that needs sampling, and no tool of the "
     "gateway needs a client capability"
-)
-SYNC_ONLY = (
-    "the fixture tool greet is sync-only; every kind's tool supports tasks (taskSupport "
-    "optional), and a call from a client that declared the extension is answered with a task"
 )
 NO_FORM = (
     "the fixture tools confirm_delete and multi_input ask the client forms of their own; "
@@ -96,9 +92,9 @@ TASKS = [
             "sep-2663-tool-error-uses-completed-status",
             "sep-2663-cancel-ack-empty-result",
             "tasks-cancel-terminal-idempotent-ack",
+            "tasks-sync-tool-call",
         },
         {
-            "tasks-sync-tool-call": SYNC_ONLY,
             "sep-2663-tasks-get-status-failed": "it calls the fixture tool protocol_error_job, "
             "whose task ends in a protocol error; a turn's end is always a call's result (a "
             "failed turn is a tool error), so no task of the gateway ends failed",
@@ -147,9 +143,9 @@ TASKS = [
         | {
             "tasks-headers-reject-mismatched-method",
             "sep-2663-routing-headers-accepted-on-tasks-get",
+            "tasks-headers-tolerate-mcp-method-on-tools-call",
         },
         {
-            "tasks-headers-tolerate-mcp-method-on-tools-call": SYNC_ONLY,
             "sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get": "the gateway does not "
             "compare an Mcp-Name header with the taskId of a tasks/get",
         },
@@ -165,20 +161,20 @@ TASKS = [
             "tasks-server-directed-creation-no-hint",
             "tasks-immediate-result-shortcut",
             "sep-2663-durable-create-strong-consistency",
+            "sep-2663-legacy-task-param-ignored",
         },
         {
-            "sep-2663-legacy-task-param-ignored": SYNC_ONLY,
-            "tasks-result-type-complete-on-non-task-responses": f"{SYNC_ONLY}; and {NO_FORM}",
+            "tasks-result-type-complete-on-non-task-responses": "its last call is of "
+            f"confirm_delete: {NO_FORM}",
         },
     ),
     Expected(
         "tasks-required-task-error",
         "",
-        WIRE,
-        {
-            "sep-2663-server-returns-missing-capability-when-required": "the fixture tool "
-            "failing_job is registered with taskSupport required; every kind's tool supports "
-            "tasks as optional, so a client without the extension gets a plain result",
+        WIRE
+        | {
+            "sep-2663-server-returns-missing-capability-when-required",
+            "sep-2663-server-returns-missing-capability-data-shape",
         },
     ),
     Expected(
@@ -194,25 +190,30 @@ TASKS = [
 ]
 
 
-def _fixture(kind: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _fixture(
+    kind: str, properties: dict[str, Any], required: list[str], tasks: str
+) -> dict[str, Any]:
     """A kind playing the suite's fixture tool `kind`: its input is the tool's arguments,
-    and its model (tests.fixtures.models) does what the tool does."""
+    its task support the tool's, and its model (tests.fixtures.models) does what the tool
+    does."""
     return {
         "kind": kind,
         "instructions": f"Do what the tool {kind} does.",
         "model": kind,
         "input": {"type": "object", "properties": properties, "required": required},
+        "task_support": tasks,
     }
 
 
 FIXTURE_KINDS = [
-    _fixture("greet", {"name": {"type": "string"}}, ["name"]),
+    _fixture("greet", {"name": {"type": "string"}}, ["name"], "forbidden"),
     _fixture(
         "slow_compute",
         {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
         ["seconds"],
+        "optional",
     ),
-    _fixture("failing_job", {}, []),
+    _fixture("failing_job", {}, [], "required"),
 ]
 
 

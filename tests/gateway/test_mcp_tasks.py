@@ -31,13 +31,26 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 SLOW = script({"sleep": 6.0, "reply": "slow and done"})
 LONG = script({"sleep": 120.0, "reply": "never"})
 _ids = count(1)
+QUICK = {
+    "kind": "quick",
+    "instructions": "Be quick.",
+    "model": "script",
+    "task_support": "forbidden",
+}
+BATCH = {
+    "kind": "batch",
+    "instructions": "Take time.",
+    "model": "script",
+    "task_support": "required",
+}
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     with gateway_stack(tmp_path_factory.mktemp("mcp-tasks-home")) as stack:
-        asked = stack.http.post("/v1/specs", json=CAREFUL, headers=stack.auth)
-        assert asked.status_code == 201, asked.text
+        for spec in (CAREFUL, QUICK, BATCH):
+            published = stack.http.post("/v1/specs", json=spec, headers=stack.auth)
+            assert published.status_code == 201, published.text
         yield stack
 
 
@@ -83,7 +96,32 @@ def test_the_server_advertises_tasks_and_each_tool_supports_them(gw: GatewayStac
     capabilities = rpc(gw, "initialize", init)["capabilities"]
     assert capabilities["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
     tools = rpc(gw, "tools/list", {})["tools"]
-    assert {tool["execution"]["taskSupport"] for tool in tools} == {"optional"}
+    supports = {tool["name"]: tool["execution"]["taskSupport"] for tool in tools}
+    assert supports == {
+        "batch": "required",
+        "calc": "optional",
+        "careful": "optional",
+        "quick": "forbidden",
+    }
+
+
+def test_a_kind_that_forbids_tasks_answers_with_its_result_and_refuses_a_task(
+    gw: GatewayStack,
+) -> None:
+    result = rpc(gw, "tools/call", {"name": "quick", "arguments": {"message": "hi"}})
+    assert result["content"] == [{"type": "text", "text": "You said: hi"}]
+    asked = rpc(gw, "tools/call", {"name": "quick", "arguments": {"message": "hi"}, "task": {}})
+    assert asked["code"] == -32601
+    assert asked["message"] == "the tool quick is not called as a task: call it without `task`"
+
+
+def test_a_kind_that_requires_tasks_refuses_a_plain_call(gw: GatewayStack) -> None:
+    refused = rpc(gw, "tools/call", {"name": "batch", "arguments": {"message": "hi"}})
+    assert refused["code"] == -32601
+    assert refused["message"] == "the tool batch runs only as a task: call it with `task`"
+    task = create(gw, "batch", "hi")
+    done = poll(gw, task["taskId"], "completed")
+    assert done["taskId"] == task["taskId"]
 
 
 def test_a_task_is_created_polled_and_gives_the_turns_result(gw: GatewayStack) -> None:
