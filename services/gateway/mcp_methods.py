@@ -12,6 +12,8 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
@@ -80,6 +82,8 @@ class TaskMethods:
                 "Missing required client capability",
                 {"requiredCapabilities": {"extensions": {mcp_tasks.EXTENSION: {}}}},
             )
+        if modern:
+            _routed_to(ctx, task_id)
         try:
             address, message_id = mcp_tasks.parse_task_id(task_id)
             agent = own(caller_of(ctx), address, needed, doing="this task method")
@@ -170,6 +174,17 @@ class TaskMethods:
                     raise MCPError(types.INTERNAL_ERROR, error.message) from None
             answered.add(key)
         return answered
+
+
+def _routed_to(ctx: ServerRequestContext[Any], task_id: str) -> None:
+    """An `Mcp-Name` header on a task method names the task its `taskId` does (it routes
+    the request as it does a tool call by the tool's name); one that differs is refused."""
+    header = ctx.request.headers.get(MCP_NAME_HEADER) if ctx.request is not None else None
+    if header is not None and decode_header_value(header) != task_id:
+        raise MCPError(
+            HEADER_MISMATCH,
+            f"the {MCP_NAME_HEADER} header does not match the request's taskId",
+        )
 
 
 def _approval(response: Any) -> ApprovalIn | None:

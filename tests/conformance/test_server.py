@@ -144,10 +144,7 @@ TASKS = [
             "tasks-headers-reject-mismatched-method",
             "sep-2663-routing-headers-accepted-on-tasks-get",
             "tasks-headers-tolerate-mcp-method-on-tools-call",
-        },
-        {
-            "sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get": "the gateway does not "
-            "compare an Mcp-Name header with the taskId of a tasks/get",
+            "sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get",
         },
     ),
     Expected(
