@@ -4,13 +4,13 @@ it reaches the gateway through a local proxy that adds acme's key to every reque
 
 Some of the suite's checks call fixture tools of its own that a server under test is
 expected to carry. The gateway's tools are its tenant's agent kinds: for the Tasks
-scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`
-and `failing_job`, each declaring the tool's input and task support and run by a model
-that does what the tool does (tests.fixtures.models). A call of a fixture tool no kind plays
-(`test_simple_text`, ...) is answered with a tool error whose sentence names the missing
-message: where a check reads only the shape of a result (text content, `isError`) it
-passes on that answer, and the test says so. The checks that fail are named below, each
-with the reason.
+scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`,
+`failing_job` and `confirm_delete`, each declaring the tool's input and task support and run
+by a model that does what the tool does (tests.fixtures.models). A call of a fixture tool
+no kind plays (`test_simple_text`, ...) is answered with a tool error whose sentence names
+the missing message: where a check reads only the shape of a result (text content,
+`isError`) it passes on that answer, and the test says so. The checks that fail are named
+below, each with the reason.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ NO_CLIENT_CAPABILITY = (
     "-32021; the suite asks this of its fixture tool that needs sampling, and no tool of the "
     "gateway needs a client capability"
 )
-NO_FORM = (
-    "the fixture tools confirm_delete and multi_input ask the client forms of their own; "
-    "the only input a turn asks for is a person's approval of a tool call"
+OWN_FORM = (
+    "the suite answers the input request with its own form's fields (confirm, name); the "
+    "only input a turn asks for is a person's approval of a tool call, whose form asks "
+    "approve, so the answer is not one and the turn keeps waiting"
 )
 
 
@@ -129,11 +130,11 @@ TASKS = [
     Expected(
         "tasks-mrtr-input",
         "",
-        WIRE,
+        WIRE | {"sep-2663-tasks-get-status-input-required"},
         {
-            "sep-2663-tasks-get-status-input-required": NO_FORM,
-            "tasks-mrtr-tasks-update-resumes": NO_FORM,
-            "tasks-mrtr-partial-fulfillment": NO_FORM,
+            "tasks-mrtr-tasks-update-resumes": OWN_FORM,
+            "tasks-mrtr-partial-fulfillment": "it calls the fixture tool multi_input, which "
+            f"no kind plays: its answers too are the suite's own: {OWN_FORM}",
         },
     ),
     Expected(
@@ -159,10 +160,7 @@ TASKS = [
             "tasks-immediate-result-shortcut",
             "sep-2663-durable-create-strong-consistency",
             "sep-2663-legacy-task-param-ignored",
-        },
-        {
-            "tasks-result-type-complete-on-non-task-responses": "its last call is of "
-            f"confirm_delete: {NO_FORM}",
+            "tasks-result-type-complete-on-non-task-responses",
         },
     ),
     Expected(
@@ -180,8 +178,10 @@ TASKS = [
         WIRE,
         {
             "sep-2663-mrtr-synchronous-before-task-creation": "it calls the fixture tool "
-            "test_tool_with_task, which asks a form of its own before it makes a task; "
-            "the only input a turn asks for is a person's approval of a tool call",
+            "test_tool_with_task, which asks a form of its own in its first round and "
+            "makes a task only in the next; the only input a turn asks for is a person's "
+            "approval of a tool call, and a call from a client with the extension is a task "
+            "from its start",
         },
     ),
 ]
@@ -211,6 +211,10 @@ FIXTURE_KINDS = [
         "optional",
     ),
     _fixture("failing_job", {}, [], "required"),
+    {
+        **_fixture("confirm_delete", {"filename": {"type": "string"}}, ["filename"], "optional"),
+        "tools": {"calculator": "ask"},
+    },
 ]
 
 
