@@ -80,7 +80,8 @@ class Settings(BaseSettings):
     key_streams: int = Field(
         default=8,
         ge=1,
-        description="SSE and AG-UI streams one API key may hold open at once (429 beyond).",
+        description="Streams one API key may hold open at once: SSE, AG-UI, and the A2A and "
+        "MCP requests that wait on a turn (429, or the protocol's error, beyond).",
     )
     key_cache_seconds: float = Field(
         default=10.0,

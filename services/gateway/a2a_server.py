@@ -124,7 +124,8 @@ class Tasks(RequestHandler):
         """The task once its turn ended or waits for a person; with `returnImmediately`,
         once the timeline names its message, or after `PLACE_WAIT` as submitted."""
         wait = PLACE_WAIT if params.configuration.return_immediately else None
-        with _spoken():
+        # a send that waits for the turn's end holds the request open as a stream does
+        with _spoken(), self._slot(context) if wait is None else contextlib.nullcontext():
             sent = await self._send(params.message, context)
             stream = TurnStream(sent.agent.address, sent.message_id, sent.story)
             following = follow_turn(self.rt, sent.agent, sent.after, sent.message_id)
@@ -146,15 +147,20 @@ class Tasks(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
-        caller = _caller(context)
-        with _spoken():
-            release = self.rt.streams.hold(caller.key_id)
-        try:
+        with self._slot(context):
             with _spoken():
                 sent = await self._send(params.message, context)
                 stream = TurnStream(sent.agent.address, sent.message_id, sent.story)
             async for shown in self._follow(stream, sent.agent, sent.after):
                 yield shown
+
+    @contextmanager
+    def _slot(self, context: ServerCallContext) -> Iterator[None]:
+        """One of the key's stream slots while a request waits on a turn."""
+        with _spoken():
+            release = self.rt.streams.hold(_caller(context).key_id)
+        try:
+            yield
         finally:
             release()
 
@@ -245,12 +251,13 @@ class Tasks(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         agent, message_id = self._named(params.id, context, "read")
-        with _spoken():
-            stream = await self._stream(agent, message_id)
-        if stream.view is None:
-            raise _no_task(params.id)
-        async for shown in self._follow(stream, agent, stream.view.first_seq - 1):
-            yield shown
+        with self._slot(context):
+            with _spoken():
+                stream = await self._stream(agent, message_id)
+            if stream.view is None:
+                raise _no_task(params.id)
+            async for shown in self._follow(stream, agent, stream.view.first_seq - 1):
+                yield shown
 
     def _named(self, text: str, context: ServerCallContext, needed: Scope) -> tuple[Owned, str]:
         """The agent and the message a task id names, if the key may see them: another

@@ -23,7 +23,7 @@ from schemas.events import Event
 from services.gateway import mcp_tasks, service
 from services.gateway.auth import Owned, own
 from services.gateway.errors import ApiError
-from services.gateway.mcp_methods import MISSING_CAPABILITY, TaskMethods, caller_of
+from services.gateway.mcp_methods import MISSING_CAPABILITY, TaskMethods, caller_of, stream_slot
 from services.gateway.mcp_tasks import TERMINAL, TaskView, UnknownTaskError
 
 MAX_TASKS = 50
@@ -56,7 +56,16 @@ class TaskListen:
                 "Missing required client capability",
                 {"requiredCapabilities": {"extensions": {mcp_tasks.EXTENSION: {}}}},
             )
-        honored = await self._honored(ctx, wanted)
+        with stream_slot(self.tasks.rt, caller_of(ctx)):
+            await self._listen(ctx, meta, await self._honored(ctx, wanted))
+        return types.SubscriptionsListenResult(_meta=meta)
+
+    async def _listen(
+        self,
+        ctx: ServerRequestContext[Any],
+        meta: dict[str, Any],
+        honored: list[tuple[Owned, str, TaskView]],
+    ) -> None:
         acknowledged = types.SubscriptionsAcknowledgedNotification(
             params=types.SubscriptionsAcknowledgedNotificationParams.model_validate(
                 {
@@ -69,7 +78,6 @@ class TaskListen:
         async with anyio.create_task_group() as group:
             for agent, message_id, view in honored:
                 group.start_soon(self._watch, ctx, meta, agent, message_id, view)
-        return types.SubscriptionsListenResult(_meta=meta)
 
     async def _honored(
         self, ctx: ServerRequestContext[Any], wanted: Any

@@ -4,7 +4,8 @@ another tenant's task is answered exactly like one that does not exist."""
 
 from __future__ import annotations
 
-from contextlib import aclosing
+from collections.abc import Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 import anyio
@@ -26,11 +27,10 @@ from schemas.events import (
     TurnStarted,
 )
 from schemas.tenant import Scope as KeyScope
-from services.gateway import mcp_tasks, service
+from services.gateway import mcp_answers, mcp_tasks, service
 from services.gateway.auth import PRINCIPAL, Owned, Principal, own
 from services.gateway.errors import ApiError
 from services.gateway.mcp_tasks import RELATED, TERMINAL, TaskView, UnknownTaskError
-from services.gateway.models import ApprovalIn
 from services.gateway.runtime import Runtime
 from services.gateway.turns import follow_turn
 
@@ -116,7 +116,8 @@ class TaskMethods:
         agent, message_id, view = await self._task(ctx, params.task_id, "read")
         result = mcp_tasks.view_result(view)
         if result is None:
-            ending = await turn_end(self.rt, agent, view.first_seq - 1, message_id)
+            with stream_slot(self.rt, agent.caller):
+                ending = await turn_end(self.rt, agent, view.first_seq - 1, message_id)
             result = mcp_tasks.call_result(view.address, ending)
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         dumped["_meta"] = {RELATED: {"taskId": view.task_id}}
@@ -155,25 +156,31 @@ class TaskMethods:
         elicitations `tasks/get` showed: `accept` with `approve`, or `decline` (a denial).
         Anything else, or a key the turn does not wait on, is ignored."""
         agent, _, view = await self._task(ctx, params.task_id, "write")
-        await self.answer(agent, view, params.input_responses)
+        _, problems = await self.answer(agent, view, params.input_responses)
+        if problems:
+            raise MCPError(types.INVALID_PARAMS, " ".join(problems.values()))
         return {}
 
-    async def answer(self, agent: Owned, view: TaskView, responses: dict[str, Any]) -> set[str]:
-        """Send each response that answers an approval the turn waits on; the request
-        ids answered."""
-        waiting = {asked.request_id for asked in view.asked}
+    async def answer(
+        self, agent: Owned, view: TaskView, responses: dict[str, Any]
+    ) -> tuple[set[str], dict[str, str]]:
+        """Send the answer the responses give to each approval the turn waits on: the
+        request ids answered, and per request the gateway refused, the sentence why."""
         answered: set[str] = set()
-        for key, response in responses.items():
-            answer = _approval(response)
-            if key not in waiting or answer is None:
+        problems: dict[str, str] = {}
+        for asked in view.asked:
+            answer = mcp_answers.answer_of(asked, responses)
+            if answer is None:
                 continue
             try:
-                await service.answer(self.rt, agent, key, answer)
+                await service.answer(self.rt, agent, asked.request_id, answer)
             except ApiError as error:
                 if error.status >= 500:
                     raise MCPError(types.INTERNAL_ERROR, error.message) from None
-            answered.add(key)
-        return answered
+                problems[asked.request_id] = error.message
+            else:
+                answered.add(asked.request_id)
+        return answered, problems
 
 
 def _routed_to(ctx: ServerRequestContext[Any], task_id: str) -> None:
@@ -185,21 +192,6 @@ def _routed_to(ctx: ServerRequestContext[Any], task_id: str) -> None:
             HEADER_MISMATCH,
             f"the {MCP_NAME_HEADER} header does not match the request's taskId",
         )
-
-
-def _approval(response: Any) -> ApprovalIn | None:
-    if not isinstance(response, dict):
-        return None
-    action = response.get("action")
-    content = response.get("content")
-    if action == "decline":
-        return ApprovalIn(approve=False)
-    if action != "accept" or not isinstance(content, dict):
-        return None
-    approve, note = content.get("approve"), content.get("note", "")
-    if not isinstance(approve, bool) or not isinstance(note, str):
-        return None
-    return ApprovalIn(approve=approve, note=note[:2000])
 
 
 def _names(event: Event, message_id: str) -> bool:
@@ -232,6 +224,20 @@ def _ends(body: object, until_end: bool, answered: frozenset[str]) -> bool:
     if until_end or not isinstance(body, ApprovalRequested | TurnParked):
         return False
     return body.request_id not in answered
+
+
+@contextmanager
+def stream_slot(rt: Runtime, caller: Principal) -> Iterator[None]:
+    """One of the key's stream slots while a request waits on a turn; past the cap the
+    request is refused with the sentence, before it waits or sends anything."""
+    try:
+        release = rt.streams.hold(caller.key_id)
+    except ApiError as error:
+        raise MCPError(types.INVALID_REQUEST, error.message, {"status": error.status}) from None
+    try:
+        yield
+    finally:
+        release()
 
 
 def caller_of(ctx: ServerRequestContext[Any]) -> Principal:

@@ -32,7 +32,13 @@ from services.gateway.auth import Owned, Principal, own
 from services.gateway.errors import ApiError
 from services.gateway.mcp_input import InputError, message_of, tool_schema
 from services.gateway.mcp_listen import TaskListen
-from services.gateway.mcp_methods import MISSING_CAPABILITY, TaskMethods, caller_of, turn_end
+from services.gateway.mcp_methods import (
+    MISSING_CAPABILITY,
+    TaskMethods,
+    caller_of,
+    stream_slot,
+    turn_end,
+)
 from services.gateway.mcp_tasks import (
     EXTENSION,
     UnknownTaskError,
@@ -124,20 +130,24 @@ class Mcp:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """The turn's reply. On the stateless revision a turn that waits for a person's
         approval answers "input required": the client answers the form and calls again
-        with the request state, and the call follows the same turn on."""
+        with the request state, and the call follows the same turn on. The call holds one
+        of the key's stream slots while it waits."""
         caller = caller_of(ctx)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        try:
-            if modern and params.request_state is not None:
-                agent, message_id, after, answered = await self._resume(caller, params)
-            else:
-                sent = await self._send(caller, params.name, params.arguments or {})
-                if isinstance(sent, types.CallToolResult):
-                    return sent
-                (agent, message_id, after), answered = sent, frozenset[str]()
-        except ApiError as error:
-            return failed(error.message)
-        ending = await turn_end(self.rt, agent, after, message_id, answered=answered)
+        with stream_slot(self.rt, caller):
+            try:
+                if modern and params.request_state is not None:
+                    agent, message_id, after, answered = await self._resume(caller, params)
+                else:
+                    sent = await self._send(caller, params.name, params.arguments or {})
+                    if isinstance(sent, types.CallToolResult):
+                        return sent
+                    (agent, message_id, after), answered = sent, frozenset[str]()
+            except UnansweredError as unanswered:
+                return await self._asked_again(unanswered)
+            except ApiError as error:
+                return failed(error.message)
+            ending = await turn_end(self.rt, agent, after, message_id, answered=answered)
         if (
             modern
             and ending is not None
@@ -145,16 +155,24 @@ class Mcp:
         ):
             view = await self.tasks.view(agent, message_id)
             if view.asked:
-                return types.InputRequiredResult.model_validate(
-                    {"inputRequests": input_requests(view), "requestState": view.task_id}
-                )
+                return _input_required(view)
         return call_result(agent.address, ending)
+
+    async def _asked_again(
+        self, unanswered: UnansweredError
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """An answer the gateway refused: the same questions, each refused one saying why,
+        while the turn still waits on them."""
+        view = await self.tasks.view(unanswered.agent, unanswered.message_id)
+        if view.asked:
+            return _input_required(view, unanswered.problems)
+        return failed(" ".join(unanswered.problems.values()), view.address)
 
     async def _resume(
         self, caller: Principal, params: types.CallToolRequestParams
     ) -> tuple[Owned, str, int, frozenset[str]]:
         """The turn a call sent again with its request state waits in, once the answers
-        it carries are sent."""
+        it carries are sent (`UnansweredError` when the gateway refused one)."""
         try:
             address, message_id = mcp_tasks.parse_task_id(params.request_state or "")
             agent = own(caller, address, "write", doing="calling an agent")
@@ -167,7 +185,9 @@ class Mcp:
             key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
             for key, response in (params.input_responses or {}).items()
         }
-        answered = await self.tasks.answer(agent, view, responses)
+        answered, problems = await self.tasks.answer(agent, view, responses)
+        if problems:
+            raise UnansweredError(agent, message_id, problems)
         return agent, message_id, view.first_seq - 1, frozenset(answered)
 
     async def _task_call(
@@ -250,6 +270,22 @@ class Mcp:
             fields=("agent", "message"),
         )
         return sent.agent, sent.message_id, sent.after
+
+
+class UnansweredError(Exception):
+    """Answers the gateway refused, per request id, with the sentence saying why."""
+
+    def __init__(self, agent: Owned, message_id: str, problems: dict[str, str]) -> None:
+        super().__init__(problems)
+        self.agent, self.message_id, self.problems = agent, message_id, problems
+
+
+def _input_required(
+    view: mcp_tasks.TaskView, problems: dict[str, str] | None = None
+) -> types.InputRequiredResult:
+    return types.InputRequiredResult.model_validate(
+        {"inputRequests": input_requests(view, problems), "requestState": view.task_id}
+    )
 
 
 def _wants_task(ctx: ServerRequestContext[Any, Any]) -> bool:

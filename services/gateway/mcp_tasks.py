@@ -30,6 +30,7 @@ from schemas.events import (
     TurnParked,
     TurnStarted,
 )
+from services.gateway import mcp_answers
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
@@ -38,15 +39,6 @@ POLL_MS = 1000
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {"type": "boolean", "description": "true runs the call; false denies it."},
-        "note": {"type": "string", "description": "A note the model will read."},
-    },
-    "required": ["approve"],
-}
 
 
 class UnknownTaskError(ValueError):
@@ -225,20 +217,10 @@ def modern_task(view: TaskView, *, detailed: bool) -> dict[str, Any]:
     return task
 
 
-def input_requests(view: TaskView) -> dict[str, Any]:
-    """Each approval the turn waits on, as a form elicitation keyed by its request id."""
-    return {
-        asked.request_id: {
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "message": f"Agent {view.address} asks to call tool {asked.name} with "
-                f"{asked.arguments}: approve it?",
-                "requestedSchema": APPROVAL_SCHEMA,
-            },
-        }
-        for asked in view.asked
-    }
+def input_requests(view: TaskView, problems: dict[str, str] | None = None) -> dict[str, Any]:
+    """Each approval the turn waits on as the elicitations that answer it (`mcp_answers`),
+    keyed by its request id (or by the request id and the key of each question it asks)."""
+    return mcp_answers.input_requests(view.address, view.asked, problems)
 
 
 def client_has_extension(meta: Any) -> bool:

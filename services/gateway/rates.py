@@ -3,7 +3,8 @@
 `RateLimiter` is a token bucket per key: `rate` tokens a second, holding at most `burst`,
 each request taking one. A request that finds the bucket empty is answered 429 with
 `Retry-After` (whole seconds until a token is there). `StreamSlots` counts each key's
-open SSE and AG-UI streams; past `limit` a new one is answered 429 until one closes.
+open streams (SSE, AG-UI, and the A2A and MCP requests that wait on a turn); past `limit`
+a new one is refused (429, or its protocol's error) until one closes.
 
 Both live in the process's memory: with several gateways each enforces its own share.
 """
