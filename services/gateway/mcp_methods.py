@@ -152,9 +152,10 @@ class TaskMethods:
     async def _update(
         self, ctx: ServerRequestContext[Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
-        """Answers to the approvals the turn waits on, as the responses to the form
-        elicitations `tasks/get` showed: `accept` with `approve`, or `decline` (a denial).
-        Anything else, or a key the turn does not wait on, is ignored."""
+        """Answers to the approvals the turn waits on, as the responses to the
+        elicitations `tasks/get` showed (`mcp_answers`). Anything else, or a key the turn
+        does not wait on, is ignored; an answer the gateway refuses is an error with its
+        sentence, and the approval still waits."""
         agent, _, view = await self._task(ctx, params.task_id, "write")
         _, problems = await self.answer(agent, view, params.input_responses)
         if problems:
