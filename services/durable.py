@@ -169,3 +169,14 @@ async def together(*futures: Any) -> None:
         await asyncio.gather(*futures)
     else:
         await restate.gather(*futures)
+
+
+async def take_slot(
+    ctx: restate.ObjectContext, name: str, most: int, refusal: Callable[[int], str]
+) -> None:
+    """Count one more of what the state value `name` counts, or refuse (429) with
+    `refusal(count)` once it holds `most`."""
+    count = await ctx.get(name, type_hint=int) or 0
+    if count >= most:
+        raise restate.TerminalError(refusal(count), 429)
+    ctx.set(name, count + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import restate
 
 from services.contracts import GIVE_SCHEDULE, TAKE_SCHEDULE, TENANT_SCHEDULES, Empty
+from services.durable import take_slot
 from services.settings import settings
 
 COUNT = "count"
@@ -22,15 +23,15 @@ tenant_schedules = restate.VirtualObject(
 
 @tenant_schedules.handler(name=TAKE_SCHEDULE.name)
 async def take(ctx: restate.ObjectContext) -> Empty:
-    count = await ctx.get(COUNT, type_hint=int) or 0
-    most = settings().tenant_schedules
-    if count >= most:
-        raise restate.TerminalError(
-            f"Tenant {ctx.key()}'s agents have {count} schedules, the most one tenant may have "
-            "(TEASPILL_TENANT_SCHEDULES): remove one first.",
-            429,
-        )
-    ctx.set(COUNT, count + 1)
+    await take_slot(
+        ctx,
+        COUNT,
+        settings().tenant_schedules,
+        lambda count: (
+            f"Tenant {ctx.key()}'s agents have {count} schedules, the most one tenant "
+            "may have (TEASPILL_TENANT_SCHEDULES): remove one first."
+        ),
+    )
     return Empty()
 
 

@@ -29,6 +29,7 @@ from services.contracts import (
     TOKENS,
     Empty,
 )
+from services.durable import take_slot
 from services.settings import settings
 
 DAY = "tokens"
@@ -81,15 +82,15 @@ async def tokens(ctx: restate.ObjectSharedContext, query: TokensQuery) -> Tokens
 
 @tenant_usage.handler(name=TAKE_AGENT.name)
 async def take_agent(ctx: restate.ObjectContext) -> Empty:
-    count = await ctx.get(AGENTS, type_hint=int) or 0
-    most = settings().tenant_agents
-    if count >= most:
-        raise restate.TerminalError(
-            f"No more helpers may be started: tenant {ctx.key()} has {count} agents, the most "
-            "one tenant may have (TEASPILL_TENANT_AGENTS).",
-            429,
-        )
-    ctx.set(AGENTS, count + 1)
+    await take_slot(
+        ctx,
+        AGENTS,
+        settings().tenant_agents,
+        lambda count: (
+            f"No more helpers may be started: tenant {ctx.key()} has {count} agents, "
+            "the most one tenant may have (TEASPILL_TENANT_AGENTS)."
+        ),
+    )
     return Empty()
 
 
