@@ -37,7 +37,7 @@ from services.mcp.client import call_tool, connected, list_tools
 from services.mcp.config import Server, load_servers
 from services.mcp.hub import McpHub
 from services.stack import Stack, free_port, isolated_settings
-from tests.mcp.test_hub import _wait_for
+from tests.fixtures.serving import start
 
 TOOLS = {
     "local": ("headers", {}),
@@ -146,13 +146,7 @@ def _catalog(ingress: Ingress, server: Server, size: int, times: int) -> list[fl
 
 def _serve(module: str, *args: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for(port)
-    return process, port
+    return start(module, port, *args), port
 
 
 def main() -> None:

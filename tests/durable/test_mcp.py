@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress, IngressError
 from services.stack import Stack, free_port, isolated_settings
 from tests.durable.conftest import LiveStack, eventually
+from tests.fixtures.serving import start
 
 pytestmark = pytest.mark.durable
 
@@ -56,22 +56,6 @@ def _everything(port: int) -> subprocess.Popen[str]:
             return process
     process.kill()
     raise AssertionError("server-everything exited before it listened")
-
-
-def _local(port: int, folder: Path) -> subprocess.Popen[bytes]:
-    """The test's own MCP server (`tests.fixtures.mcp_server`), once its port answers."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.mcp_server", str(port), str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def answers() -> bool | None:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0 or None
-
-    eventually(answers, 30, "the test's MCP server to listen")
-    return process
 
 
 def _servers_file(folder: Path, port: int, local: int) -> Path:
@@ -108,7 +92,7 @@ def mcp_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpStack]:
     folder = tmp_path_factory.mktemp("mcp")
     port, local_port = free_port(), free_port()
     server = _everything(port)
-    local = _local(local_port, folder)
+    local = start("tests.fixtures.mcp_server", local_port, str(folder))
     try:
         settings = isolated_settings(
             tmp_path_factory.mktemp("home"),

@@ -7,9 +7,6 @@ the endpoint while the turn is parked loses nothing and runs nothing twice."""
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +27,7 @@ from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Stack, free_port, isolated_settings
 from tests.durable.conftest import LiveStack, eventually
+from tests.fixtures.serving import start
 from tests.gateway.test_stack import admin_key
 
 pytestmark = pytest.mark.durable
@@ -79,28 +77,13 @@ def _bodies(events: list[Event]) -> list[Any]:
     return [event.body for event in events]
 
 
-def _server(port: int, folder: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.mcp_input", str(port), str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def answers() -> bool | None:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0 or None
-
-    eventually(answers, 30, "the test's MCP server to listen")
-    return process
-
-
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     folder = tmp_path_factory.mktemp("shop")
     port = free_port()
     servers = folder / "mcp.toml"
     servers.write_text(f'[servers.shop]\nurl = "http://127.0.0.1:{port}/mcp"\n')
-    server = _server(port, folder)
+    server = start("tests.fixtures.mcp_input", port, str(folder))
     settings = isolated_settings(tmp_path_factory.mktemp("home"), mcp_servers_file=servers)
     try:
         with (

@@ -4,10 +4,6 @@ the ledger is the in-memory one."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +14,7 @@ from services.effects.ledger import MemoryLedger
 from services.mcp.config import Server
 from services.mcp.hub import McpHub
 from services.stack import free_port
+from tests.fixtures.serving import start
 
 DEADLINE = 1.0
 
@@ -26,27 +23,12 @@ DEADLINE = 1.0
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("mcp")
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.mcp_server", str(port), str(folder)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start("tests.fixtures.mcp_server", port, str(folder))
     try:
-        _wait_for(port)
         yield Server("local", url=f"http://127.0.0.1:{port}/mcp")
     finally:
         process.kill()
         process.wait()
-
-
-def _wait_for(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError("the test's MCP server did not listen")
 
 
 def _hub(*servers: Server) -> McpHub:

@@ -4,8 +4,6 @@ state that holds one is not kept at all (it must go back exactly as it came)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +13,7 @@ from services.effects.ledger import MemoryLedger
 from services.mcp.config import Secret, Server
 from services.mcp.hub import McpHub
 from services.stack import free_port
-from tests.mcp.test_hub import _wait_for
+from tests.fixtures.serving import start
 
 TOKEN = "input-token-5e0c7d"  # noqa: S105 - a test value sought in the results
 
@@ -24,13 +22,8 @@ TOKEN = "input-token-5e0c7d"  # noqa: S105 - a test value sought in the results
 def unsealed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("shop")
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.mcp_input", str(port), str(folder), "unsealed"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start("tests.fixtures.mcp_input", port, str(folder), "unsealed")
     try:
-        _wait_for(port)
         headers = {"X-Api-Token": Secret(env="TEST_INPUT_TOKEN")}
         yield Server("shop", url=f"http://127.0.0.1:{port}/mcp", headers=headers)
     finally:
