@@ -50,6 +50,7 @@ class Limits(msgspec.Struct, frozen=True):
 
 
 KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
+DEFAULT_HARNESS = "loop"
 MAX_INSTRUCTIONS = 32768
 
 LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
@@ -111,6 +112,10 @@ class AgentSpec(msgspec.Struct, frozen=True):
     the tool takes a `message`."""
     task_support: TaskSupport = "optional"
     """How the kind's MCP tool takes Tasks (`TaskSupport`)."""
+    harness: str = DEFAULT_HARNESS
+    """The harness that runs the kind's turns, by its registered name: `loop` (the
+    built-in tool-calling loop), `plan` (plan then execute), or one a module of
+    `TEASPILL_HARNESS_MODULES` registers (docs/harnesses.md)."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

@@ -14,6 +14,7 @@ import asyncio
 import httpx
 import restate
 
+from services.agent.harnesses import load_harnesses
 from services.agent.object import agent_object
 from services.agent.observers import load_observers
 from services.agent.pipeline import TenantQuotas
@@ -87,6 +88,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             offer,
             quotas=TenantQuotas(config.tenant_daily_tokens, agents=True),
             queue_limit=config.agent_queue,
+            harnesses=load_harnesses(config.harness_modules),
         ),
         offer_specs(offer),
         schedules,

@@ -14,6 +14,7 @@ from services.settings import ConfigError, Settings
 PLUGINS = (
     ("tool_modules", "TOOLS", "control"),
     ("observer_modules", "OBSERVERS", "control"),
+    ("harness_modules", "HARNESSES", "control"),
     ("model_modules", "MODELS", "execution"),
 )
 """Each plugin setting, the name its modules define, and the plane that loads them."""

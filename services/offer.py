@@ -8,6 +8,7 @@ import importlib
 from schemas.sandbox import Ceilings, SandboxPolicy
 from schemas.workspace import WORKSPACE_TOOL_NAMES
 from services.executor.registry import default_models
+from services.harness.registry import BUILTIN_HARNESSES
 from services.mcp.config import load_servers
 from services.settings import Settings
 from services.specs import Offer
@@ -21,12 +22,22 @@ def deployment_offer(settings: Settings) -> Offer:
     models = default_models(settings, settings.model_modules)
     servers = load_servers(settings.mcp_servers_file)
     return Offer(
+        harnesses=harness_names(settings),
         models=tuple(sorted(models.names())),
         tools=tuple(sorted(tools)),
         problem=models.problem or "",
         sandbox=sandbox_policy(settings),
         mcp={name: server.tenants for name, server in servers.items()},
     )
+
+
+def harness_names(settings: Settings) -> tuple[str, ...]:
+    """The harnesses specs may name: the built-ins and those of the harness modules (which
+    the endpoint checks as it starts)."""
+    names = set(BUILTIN_HARNESSES)
+    for name in settings.harness_modules:
+        names.update(importlib.import_module(name).HARNESSES)
+    return tuple(sorted(names))
 
 
 def sandbox_policy(settings: Settings) -> SandboxPolicy:

@@ -229,6 +229,11 @@ class Settings(BaseSettings):
         default=(),
         description="Extra modules whose `TOOLS` list is added to the tool registry.",
     )
+    harness_modules: Modules = Field(
+        default=(),
+        description="Extra modules whose `HARNESSES` mapping (name to harness) is added to "
+        "the harnesses specs may name (docs/harnesses.md).",
+    )
     tool_deadline_seconds: float = Field(
         default=60.0,
         gt=0,
@@ -313,6 +318,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "tool_modules",
+        "harness_modules",
         "observer_modules",
         "model_modules",
         "local_only_tenants",

@@ -82,6 +82,9 @@ class Offer:
     """The operator's MCP servers, each with the tenants that may use it (None: all); None
     where they are not known (a client checking before it sends): MCP grants are then
     checked by the deployment alone."""
+    harnesses: tuple[str, ...] | None = None
+    """The harnesses specs may name; None where they are not known (a client checking
+    before it sends)."""
 
 
 def load_spec(path: Path, offer: Offer | None = None) -> AgentSpec:
@@ -238,6 +241,8 @@ def _offered(spec: AgentSpec, offer: Offer, problems: _Problems) -> None:
         if name not in offer.models:
             absent = _absent(field, "model", name, offer.models)
             problems.add(f"{absent} {offer.problem}".rstrip(), field)
+    if offer.harnesses is not None and spec.harness not in offer.harnesses:
+        problems.add(_absent("harness", "harness", spec.harness, offer.harnesses), "harness")
     for name in grants(spec):
         if name not in offer.tools and not name.startswith(MCP_PREFIX):
             problems.add(_absent("tools", "tool", name, offer.tools), "tools")

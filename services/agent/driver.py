@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import ParamSpec, Protocol, overload
 
 import msgspec
@@ -28,7 +28,6 @@ import restate
 from schemas.address import parse_address
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.events import (
-    AgentStatus,
     ApprovalRequested,
     ArtifactWritten,
     ChildSpawned,
@@ -47,11 +46,9 @@ from schemas.harness import (
     CallModel,
     CallTool,
     Command,
-    Fail,
     Recall,
     RecordFold,
     Refuse,
-    Reply,
     Result,
     Spawn,
     Spawned,
@@ -65,12 +62,14 @@ from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import grants
-from schemas.state import AgentRecord, TimelineMark
+from schemas.state import AgentRecord
 from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
 from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
+from services.agent.endings import ending, kept, status
+from services.agent.grants import PolicyError
 from services.agent.machine import (
     Drive,
     Effect,
@@ -88,7 +87,6 @@ from services.agent.machine import (
 )
 from services.agent.observers import Observer
 from services.agent.pipeline import (
-    BudgetExceededError,
     Lease,
     Pipeline,
     TenantQuotas,
@@ -112,8 +110,9 @@ from services.contracts import (
     Empty,
 )
 from services.durable import CANCELLED, Asked, ask, call, send, step_options
-from services.harness.loop import TurnInput, run_turn
+from services.harness.loop import TurnInput
 from services.harness.recall import answer, parse
+from services.harness.registry import BUILTIN_HARNESSES, Harness, start
 from services.observe import genai, tracing
 from services.tools.registry import ToolRegistry
 
@@ -163,8 +162,10 @@ class Driver:
         observers: Sequence[Observer] = (),
         quotas: TenantQuotas = NO_QUOTAS,
         queue_limit: int = QUEUE_LIMIT,
+        harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
     ) -> None:
         self._ctx = ctx
+        self._harnesses = harnesses
         self._queue_limit = queue_limit
         self._address = address
         self._tenant = parse_address(address).tenant
@@ -304,23 +305,23 @@ class Driver:
         problems = self._catalog.problems
         given = TurnInput(self._address, turn, recent, tools, record.context, problems)
         self._books = Books(turn, record.ledger, record.context, self._clock.now)
-        harness = run_turn(given)
+        harness = start(self._harnesses, given)
         command = next(harness)
         while True:
             try:
                 result = await self.perform(command, record)
-            except (restate.TerminalError, BudgetExceededError) as error:
+            except (restate.TerminalError, PolicyError) as error:
                 harness.close()
                 books = self._books
                 if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
                     spent = books.spent(self._clock)
                     return TurnStopped(spent, books.ledger, books.context, self._bell.steered)
-                return self._ran(books.spent(self._clock), ("failed", _reason(error)))
+                return self._ran(books.spent(self._clock), ("failed", reason(error)))
             try:
                 command = harness.send(result)
             except StopIteration as stop:
                 final = msgspec.structs.replace(stop.value, usage=self._books.turn.usage)
-                return self._ran(self._books.spent(self._clock, final), _ending(command))
+                return self._ran(self._books.spent(self._clock, final), ending(command))
 
     def _ran(self, turn: TurnState, ending: tuple[Outcome, str] | None) -> TurnRan:
         books, bell = self._books, self._bell
@@ -455,7 +456,7 @@ class Driver:
                 tool,
                 command.answer,
             )
-            written = _kept(call_.id, result)
+            written = kept(call_.id, result)
         else:
             if self._tools.has_effects(call_.name):
                 await self._flush()
@@ -560,36 +561,10 @@ class Driver:
         return record
 
 
-def status(address: str, record: AgentRecord, mark: TimelineMark, *, running: bool) -> AgentStatus:
-    """The agent's status, its state derived from the turn's phase by `state_of`."""
-    return AgentStatus(
-        address=address,
-        state="running" if running else state_of(record.turn, paused=record.paused),
-        turn=record.turns,
-        last_seq=mark.last_seq,
-        last_outcome=record.last_outcome,
-        queued=len(record.queue),
-        tokens_day=record.ledger.day,
-        tokens_used=record.ledger.day_tokens,
-    )
-
-
-def _ending(last: Command) -> tuple[Outcome, str] | None:
-    if isinstance(last, Reply):
-        return "succeeded", last.text
-    if isinstance(last, Fail):
-        return "failed", last.reason
-    return None
-
-
-def _reason(error: restate.TerminalError | BudgetExceededError) -> str:
-    if isinstance(error, BudgetExceededError):
+def reason(error: restate.TerminalError | PolicyError) -> str:
+    if isinstance(error, PolicyError):
         return str(error)
     return f"The model step failed: {error.message}"
-
-
-def _kept(call_id: str, result: ToolResult) -> tuple[ArtifactWritten, ...]:
-    return tuple(ArtifactWritten(call_id, a.path, a.size, a.sha256) for a in result.artifacts)
 
 
 def _no_catalog(tenant: str, names: tuple[str, ...]) -> McpCatalog:

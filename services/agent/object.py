@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 import msgspec
@@ -21,7 +22,8 @@ from schemas.harness import AwaitingApproval
 from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
 from services.agent.arrivals import QUEUE_LIMIT
-from services.agent.driver import Driver, LocalModel, status
+from services.agent.driver import Driver, LocalModel
+from services.agent.endings import status
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
 from services.agent.store import Reader, ring
@@ -38,6 +40,7 @@ from services.contracts import (
     Empty,
 )
 from services.durable import send
+from services.harness.registry import BUILTIN_HARNESSES, Harness
 from services.observe import genai, tracing
 from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
@@ -55,13 +58,14 @@ def agent_object(
     *,
     quotas: TenantQuotas | None = None,
     queue_limit: int = QUEUE_LIMIT,
+    harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
 ) -> restate.VirtualObject:
     """`sink` is where wakes hand their events (the projection of this process). `model`,
     when given, runs model steps in this process as local journaled steps; without it
     they are durable calls to the `Model` service. `offer` names the models and tools a
     spec sent with a message may use; `quotas`, what the tenant's agents count together
     in its `TenantUsage` object; `queue_limit`, the most messages one agent holds queued
-    (`TEASPILL_AGENT_QUEUE`)."""
+    (`TEASPILL_AGENT_QUEUE`); `harnesses`, those specs may name."""
     counted = quotas or TenantQuotas()
     agent = restate.VirtualObject(
         AGENT,
@@ -85,6 +89,7 @@ def agent_object(
             observers=observers or (),
             quotas=counted,
             queue_limit=queue_limit,
+            harnesses=harnesses,
         )
         with tracing.span("wake", tracing.attempt(ctx), genai.wake(address, envelope.wake)):
             return await driver.run(envelope.wake)

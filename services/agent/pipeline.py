@@ -4,8 +4,10 @@
    time, the agent's daily tokens, then the tenant's (`check_tenant`, on what the wake
    was lent of the day by the tenant's `TenantUsage` object). Enforcement fails closed: when a
    gate cannot run, the call does not happen.
-2. grants and security checks: ungranted tools never reach this point (the harness
-   refuses them); here a call's arguments are checked against the tool's JSON Schema.
+2. grants and security checks, whichever harness made the call (`grants.py`): a model call
+   showing a tool the spec does not let the model call ends the turn, a tool call the spec
+   does not grant (or an `ask` tool's call no person approved) is refused; then a call's
+   arguments are checked against the tool's JSON Schema.
    Results are capped by the tool registry.
 3. observers: told about every recorded event, by the timeline (`observers.py`).
 
@@ -27,9 +29,10 @@ from schemas.harness import CallModel, TurnState
 from schemas.model import ModelRequest, Usage
 from schemas.spec import Limits
 from schemas.state import Ledger
+from services.agent.grants import PolicyError, call_problem, check_offered
 
 
-class BudgetExceededError(Exception):
+class BudgetExceededError(PolicyError):
     """A limit was reached; the message is the sentence that ends the turn."""
 
 
@@ -120,9 +123,11 @@ class Pipeline:
         """Check every budget and reserve the call's estimate; raises BudgetExceededError.
 
         `now` is the journaled time and `spent` the turn's running seconds (both only
-        read when a limit needs them)."""
+        read when a limit needs them). A request showing a tool the model may not call
+        raises PolicyError."""
         limits = turn.spec.limits
         check_time(turn, spent)
+        check_offered(turn.spec, call.request)
         used = total(turn.usage)
         if limits.max_turn_tokens and used >= limits.max_turn_tokens:
             raise BudgetExceededError(
@@ -139,9 +144,12 @@ class Pipeline:
         return msgspec.structs.replace(ledger, reserved=estimate(call.request, call.prompt_chars))
 
     def before_tool(self, turn: TurnState, call: ToolCall, spent: float) -> str | None:
-        """Check the wall-time budget (raises), then the arguments: a sentence if they are
-        not what the tool accepts."""
+        """Check the wall-time budget (raises), then the grant and the arguments: a
+        sentence if the spec does not let the call run now or they are not what the tool
+        accepts."""
         check_time(turn, spent)
+        if (refused := call_problem(turn, call)) is not None:
+            return refused
         checker = self._checker_of(call.name)
         return None if checker is None else checker.problem(call.name, call.arguments)
 

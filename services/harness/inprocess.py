@@ -6,7 +6,7 @@ by plain functions, and the commands are collected so a test can read them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from schemas.harness import (
@@ -43,9 +43,15 @@ class Recording:
     final: TurnState | None = None
 
 
-def run_in_process(given: TurnInput, model: Model, tool: ToolRunner = echo_tool) -> Recording:
+def run_in_process(
+    given: TurnInput,
+    model: Model,
+    tool: ToolRunner = echo_tool,
+    harness: Callable[[TurnInput], Generator[Command, Result, TurnState]] = run_turn,
+) -> Recording:
+    """`harness`: the one to run (any registered harness runs here as under the driver)."""
     recording = Recording()
-    turn = run_turn(given)
+    turn = harness(given)
     try:
         command = next(turn)
         while True:

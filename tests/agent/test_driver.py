@@ -6,6 +6,7 @@ the one-way sends a wake makes are delivered by the test, as Restate would."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +40,7 @@ from services.contracts import COUNT_AGENT, LATEST_SPEC, LEASE_TOKENS, SETTLE_TO
 from services.durable import CANCELLED, step_options
 from services.effects.ledger import MemoryLedger
 from services.executor.scripted import follow_directives, script
+from services.harness.registry import BUILTIN_HARNESSES, Harness
 from services.tools.registry import load_tools
 
 pytestmark = pytest.mark.anyio
@@ -132,6 +134,7 @@ class Agents:
         self.lendable = 0
         """What the tenant has left to lend of the day, when `quotas` count tokens."""
         self.leases: list[TokenLease] = []
+        self.harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES
         self._wakes = 0
 
     async def lend(self, raw: bytes) -> bytes:
@@ -159,7 +162,13 @@ class Agents:
         inline.log = self.log
         ctx = cast(restate.ObjectContext, inline)
         driver = Driver(
-            ctx, address, self.tools, sink=self.projection, model=self.model, quotas=self.quotas
+            ctx,
+            address,
+            self.tools,
+            sink=self.projection,
+            model=self.model,
+            quotas=self.quotas,
+            harnesses=self.harnesses,
         )
         try:
             return await driver.run(wake)

@@ -13,6 +13,7 @@ from bench.rounds import bench_spec, turn_script
 from schemas.events import TurnEnded, WakeResult
 from schemas.wake import Message, WakeEnvelope
 from services.contracts import AGENT, PROJECTOR, TENANT_USAGE, WAKE
+from services.executor.scripted import script
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack
 
@@ -53,9 +54,19 @@ def admin(stack: LiveStack) -> Iterator[RestateAdmin]:
         yield client
 
 
-def wake(stack: LiveStack, address: str, turn: int) -> str:
-    """A calculator turn of ROUNDS rounds; returns the wake's invocation id."""
-    message = Message(turn_script(turn, ROUNDS), spec=bench_spec(ROUNDS))
+def wake(stack: LiveStack, address: str, turn: int, harness: str = "loop") -> str:
+    """A calculator turn of ROUNDS rounds; returns the wake's invocation id. Under the
+    `plan` harness a plan is written first, as one more round."""
+    spec = bench_spec(ROUNDS)
+    text = turn_script(turn, ROUNDS)
+    if harness == "plan":
+        spec = msgspec.structs.replace(
+            spec,
+            harness=harness,
+            limits=msgspec.structs.replace(spec.limits, max_rounds=ROUNDS + 1),
+        )
+        text = script({"reply": "1. Calculate.\n2. Reply."}) + "\n" + text
+    message = Message(text, spec=spec)
     answer = httpx.post(
         f"{stack.settings.ingress_url}{WAKE.path(address)}",
         content=msgspec.json.encode(WakeEnvelope(message)),
@@ -67,22 +78,41 @@ def wake(stack: LiveStack, address: str, turn: int) -> str:
     return answer.headers["x-restate-id"]
 
 
+def budget_of(rounds: int, plans: int = 0) -> dict[str, int]:
+    """What a wake of `rounds` rounds may journal; a plan is a model step more."""
+    budget = {kind: n * rounds for kind, n in PER_ROUND.items()}
+    for kind, n in PER_WAKE.items():
+        budget[kind] = budget.get(kind, 0) + n
+    # The last round replies: it has a model step and no tool step.
+    budget["Command: Run"] -= 1 - plans
+    budget["Notification: Run"] -= 1 - plans
+    return budget
+
+
 def test_a_round_journals_its_two_steps_and_nothing_else(
     stack: LiveStack, admin: RestateAdmin, address: str
 ) -> None:
     wake(stack, address, 1)  # the first turn creates the agent's state
     journal = admin.journal(wake(stack, address, 2))
     counted = {kind: tally.entries for kind, tally in journal.by_type().items()}
-    budget = {kind: n * ROUNDS for kind, n in PER_ROUND.items()}
-    for kind, n in PER_WAKE.items():
-        budget[kind] = budget.get(kind, 0) + n
-    # The last round replies: it has a model step and no tool step.
-    budget["Command: Run"] -= 1
-    budget["Notification: Run"] -= 1
-    assert counted == budget
+    assert counted == budget_of(ROUNDS)
     steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
     assert steps == ["timestamp", "model script r1", "tool calculator call_0", "model script r2",
                      "tool calculator call_0", "model script r3"]  # fmt: skip
+
+
+def test_another_harness_keeps_the_same_budget_its_plan_one_model_step_more(
+    stack: LiveStack, admin: RestateAdmin, address: str
+) -> None:
+    """The plan-then-execute harness runs through the same driver: its rounds journal what
+    the loop's do, and its plan is one model step (no tool step, nothing per wake)."""
+    wake(stack, address, 1, "plan")
+    journal = admin.journal(wake(stack, address, 2, "plan"))
+    counted = {kind: tally.entries for kind, tally in journal.by_type().items()}
+    assert counted == budget_of(ROUNDS, plans=1)
+    steps = [e.name for e in journal.entries if e.entry_type == "Command: Run"]
+    assert steps == ["timestamp", "model script r1", "model script r2", "tool calculator call_0",
+                     "model script r3", "tool calculator call_0", "model script r4"]  # fmt: skip
     # a co-located model is a local step, not a call, and the projection is written in
     # this process: the wake's one call and one send are the tenant's tokens (the next
     # test names them)

@@ -77,6 +77,11 @@ def test_a_spec_kind_must_be_a_plain_name(stack: LiveStack) -> None:
             "field 'limits.max_rounds' is 0; it must be a whole number from 1 to 100.",
         ),
         ({"kind": "k", "instructions": "x", "modle": "script"}, "Did you mean 'model'?"),
+        (
+            {"kind": "k", "instructions": "x", "model": "script", "harness": "plann"},
+            "field 'harness': this deployment has no harness 'plann'; did you mean 'plan'? "
+            "It offers: loop, plan",
+        ),
         ({"kind": "k", "instructions": "x", "version": 7}, "field 'version' (7) cannot be set"),
         (
             {"kind": "net", "instructions": "x", "workspace": {"network": True}},
@@ -109,6 +114,10 @@ def test_a_publish_through_ingress_is_checked_against_the_deployment(
     [
         (AgentSpec("k", "x", model="nosuchmodel"), "this deployment has no model 'nosuchmodel'"),
         (AgentSpec("k", "x", model="script", tools=("ledgr",)), "did you mean 'ledger'?"),
+        (
+            AgentSpec("k", "x", model="script", harness="react"),
+            "field 'harness': this deployment has no harness 'react'.",
+        ),
         (
             AgentSpec("k", "x", model="script", limits=Limits(max_rounds=-3)),
             "field 'limits.max_rounds' is -3; it must be a whole number from 1 to 100.",
