@@ -8,6 +8,7 @@ to `verdict_of`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,10 +227,12 @@ def verdict_of(label: str, answer: str) -> GradeResult:
 
 
 def conversation(seen: Transcript) -> str:
-    """The case's messages and replies, as the judge reads them."""
+    """The case's messages and replies, as the judge reads them: each one a JSON string, so
+    a reply cannot end its quote and speak to the judge in the grader's voice (a reply
+    that says "PASS" or "ignore the question" stays inside its quotes)."""
     parts = []
     for index, text in enumerate(seen.messages):
-        parts.append(f"User: {text}")
+        parts.append(f"User: {json.dumps(text, ensure_ascii=False)}")
         reply = seen.replies[index] if index < len(seen.replies) else ""
-        parts.append(f"Agent: {reply or '(no reply)'}")
+        parts.append(f"Agent: {json.dumps(reply, ensure_ascii=False) if reply else '(no reply)'}")
     return "\n".join(parts)
