@@ -94,6 +94,14 @@ class AskApproval(msgspec.Struct, frozen=True, tag="ask_approval"):
     `ask` tool's approval."""
 
 
+class Told(msgspec.Struct, frozen=True, tag="told"):
+    """A built-in tool the harness answered itself (`ask_user`, with a person's answer):
+    the driver records the call and its result."""
+
+    call: ToolCall
+    content: str
+
+
 class Wait(msgspec.Struct, frozen=True, tag="wait"):
     """End the wake; the turn continues when every pending child has reported."""
 
@@ -126,6 +134,7 @@ Command = (
     | Spawn
     | Refuse
     | AskApproval
+    | Told
     | Wait
     | Between
     | Reply
@@ -229,6 +238,17 @@ class AwaitingApproval(msgspec.Struct, frozen=True, tag="awaiting_approval"):
     """Calls of the round that come after the one waiting for approval."""
     parked: bool = False
     """It waited longer than the spec's approval timeout; it still resumes on an answer."""
+    others: tuple[PendingApproval, ...] = ()
+    """Questions asked at the same time (`ask_user` calls that follow one another in the
+    round), each a request of its own: the turn goes on once every one is answered."""
+
+    def requests(self) -> tuple[PendingApproval, ...]:
+        """Every request the turn waits on here, the first one first."""
+        return (self.approval, *self.others)
+
+    def waiting(self) -> tuple[PendingApproval, ...]:
+        """The requests not answered yet."""
+        return tuple(r for r in self.requests() if r.answer is None)
 
 
 Phase = Running | AwaitingChildren | AwaitingApproval

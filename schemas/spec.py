@@ -116,6 +116,11 @@ class AgentSpec(msgspec.Struct, frozen=True):
     """The harness that runs the kind's turns, by its registered name: `loop` (the
     built-in tool-calling loop), `plan` (plan then execute), or one a module of
     `TEASPILL_HARNESS_MODULES` registers (docs/harnesses.md)."""
+    input_before_task: bool = False
+    """For a kind that gathers its input before it works long: an MCP call that would be a
+    task first follows the turn's first round, and when that round asks the caller
+    something (`ask_user`, an approval) the call answers "input required" instead; the call
+    that answers it is the one answered with the task."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

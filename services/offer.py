@@ -8,6 +8,7 @@ import importlib
 from schemas.sandbox import Ceilings, SandboxPolicy
 from schemas.workspace import WORKSPACE_TOOL_NAMES
 from services.executor.registry import default_models
+from services.harness.builtins import ASK_USER
 from services.harness.registry import BUILTIN_HARNESSES
 from services.mcp.config import load_servers
 from services.settings import Settings
@@ -16,7 +17,7 @@ from services.tools.builtin import BUILTIN_TOOLS
 
 
 def deployment_offer(settings: Settings) -> Offer:
-    tools = {tool.definition.name for tool in BUILTIN_TOOLS} | set(WORKSPACE_TOOL_NAMES)
+    tools = {tool.definition.name for tool in BUILTIN_TOOLS} | {*WORKSPACE_TOOL_NAMES, ASK_USER}
     for name in settings.tool_modules:
         tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
     models = default_models(settings, settings.model_modules)

@@ -9,7 +9,7 @@ from typing import Literal
 import msgspec
 
 from schemas.events import ApprovalAnswered, ApprovalRefused
-from schemas.harness import AwaitingApproval
+from schemas.harness import AwaitingApproval, PendingApproval
 from schemas.questions import answer_problem
 from schemas.state import KEEP_ANSWERED, AgentRecord
 from schemas.wake import Approval
@@ -19,33 +19,45 @@ RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
 
 
 def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
-    """Run or refuse the call a person answered: the turn goes on where it paused."""
+    """Run or refuse the call a person answered: the turn goes on where it paused, once
+    every request it waits on there is answered."""
     turn = record.turn
     phase = turn.phase if turn is not None else None
-    if (
-        turn is None
-        or not isinstance(phase, AwaitingApproval)
-        or phase.approval.request_id != answer.request_id
-        or phase.approval.answer is not None
-    ):
+    asked = _waiting(phase, answer.request_id)
+    if turn is None or not isinstance(phase, AwaitingApproval) or asked is None:
         return refuse_answer(record, answer)
-    asked = phase.approval.asked
-    problem = answer_problem(asked.questions, answer.answers) if asked and answer.approve else ""
+    questions = asked.asked.questions if asked.asked is not None else None
+    problem = answer_problem(questions, answer.answers) if questions and answer.approve else ""
     if problem:
         return _wrong(record, answer, problem)
     answers = answer.answers if answer.approve else {}
     answered = msgspec.structs.replace(
-        phase.approval, answer=answer.approve, note=answer.note, answers=answers
+        asked, answer=answer.approve, note=answer.note, answers=answers
     )
-    resumed = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, approval=answered))
+    resumed = msgspec.structs.replace(turn, phase=_with(phase, answered))
     event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by, answers)
     updated = msgspec.structs.replace(
         record, turn=resumed, answered=remember(record.answered, answer.request_id)
     )
     emitted = Emit(turn.number, turn.round, (event,))
-    if record.paused:
+    if record.paused or _with(phase, answered).waiting():
         return Reaction(updated, (emitted,))
     return Reaction(updated, (emitted, Drive(resumed)))
+
+
+def _waiting(phase: object, request_id: str) -> PendingApproval | None:
+    """The unanswered request `request_id` the phase waits on, if it is one."""
+    if not isinstance(phase, AwaitingApproval):
+        return None
+    return next((r for r in phase.waiting() if r.request_id == request_id), None)
+
+
+def _with(phase: AwaitingApproval, answered: PendingApproval) -> AwaitingApproval:
+    """The phase with `answered` in place of the request it answers."""
+    if phase.approval.request_id == answered.request_id:
+        return msgspec.structs.replace(phase, approval=answered)
+    others = tuple(answered if r.request_id == answered.request_id else r for r in phase.others)
+    return msgspec.structs.replace(phase, others=others)
 
 
 def refuse_answer(record: AgentRecord, answer: Approval) -> Reaction:

@@ -72,5 +72,5 @@ def can_go_on(turn: TurnState) -> bool:
             return True
         case AwaitingChildren():
             return not turn.pending
-        case AwaitingApproval(approval=approval):
-            return approval.answer is not None
+        case AwaitingApproval() as phase:
+            return not phase.waiting()

@@ -54,6 +54,7 @@ from schemas.harness import (
     Spawned,
     Summarize,
     Summary,
+    Told,
     ToolResult,
     TurnState,
     Wait,
@@ -266,6 +267,11 @@ class Driver:
                 shown = questions.questions if questions is not None else {}
                 self._add(
                     ApprovalRequested(request_id, asked.id, asked.name, asked.arguments, shown)
+                )
+            case Told(call=told, content=content):
+                self._add(
+                    ToolCalled(told.id, told.name, told.arguments),
+                    ToolFinished(told.id, told.name, "ok", content),
                 )
             case Wait(pending=pending):
                 self._add(Waiting(pending))

@@ -299,10 +299,11 @@ def _end(
     effects: list[Effect] = []
     answered, abandoned = record.answered, record.abandoned
     if isinstance(turn.phase, AwaitingApproval):
-        request = turn.phase.approval.request_id
-        effects.append(Emit(turn.number, turn.round, (ApprovalAbandoned(request),)))
-        answered = remember(answered, request)
-        abandoned = tuple(r for r in (*abandoned, request) if r in answered)
+        for asked in turn.phase.waiting() or (turn.phase.approval,):
+            request = asked.request_id
+            effects.append(Emit(turn.number, turn.round, (ApprovalAbandoned(request),)))
+            answered = remember(answered, request)
+            abandoned = tuple(r for r in (*abandoned, request) if r in answered)
     succeeded = outcome == "succeeded"
     body = TurnEnded(
         outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
@@ -363,12 +364,10 @@ def _on_timer(address: str, record: AgentRecord, name: str, number: int) -> Reac
     if name != PARK or turn is None or turn.number != number:
         return Reaction(record)
     phase = turn.phase
-    if not isinstance(phase, AwaitingApproval) or phase.approval.answer is not None:
-        return Reaction(record)
-    if phase.parked:
+    if not isinstance(phase, AwaitingApproval) or not phase.waiting() or phase.parked:
         return Reaction(record)
     parked = msgspec.structs.replace(turn, phase=msgspec.structs.replace(phase, parked=True))
-    event = Emit(turn.number, turn.round, (TurnParked(phase.approval.request_id),))
+    event = Emit(turn.number, turn.round, (TurnParked(phase.waiting()[0].request_id),))
     return Reaction(msgspec.structs.replace(record, turn=parked), (event,))
 
 

@@ -165,7 +165,8 @@ def _views(agent: restate.VirtualObject) -> None:
         _address(ctx.key())
         record = (await Reader(ctx).stored()).record
         phase = record.turn.phase if record.turn is not None else None
-        pending = phase.approval.request_id if isinstance(phase, AwaitingApproval) else None
+        waiting = phase.waiting() if isinstance(phase, AwaitingApproval) else ()
+        pending = waiting[0].request_id if waiting else None
         return Approvals(pending, record.answered)
 
     @agent.handler(name=STATUS.name, kind="shared")

@@ -219,6 +219,21 @@ async def turn_end(
     return None
 
 
+async def first_round_asks(rt: Runtime, agent: Owned, after: int, message_id: str) -> bool:
+    """Whether the turn `message_id` starts asks the caller something in its first round:
+    followed until it asks, ends, or goes on to a second round (or the gateway stops
+    following, which counts as not asking)."""
+    async with aclosing(follow_turn(rt, agent, after, message_id)) as items:
+        async for item in items:
+            if not isinstance(item, Event):
+                continue
+            if isinstance(item.body, ApprovalRequested | TurnParked):
+                return True
+            if isinstance(item.body, TurnEnded) or item.round > 1:
+                return False
+    return False
+
+
 def _ends(body: object, until_end: bool, answered: frozenset[str]) -> bool:
     if isinstance(body, TurnEnded):
         return True

@@ -36,6 +36,7 @@ from services.gateway.mcp_methods import (
     MISSING_CAPABILITY,
     TaskMethods,
     caller_of,
+    first_round_asks,
     stream_slot,
     turn_end,
 )
@@ -196,24 +197,55 @@ class Mcp:
         """A `tools/call` that asks for a task (a 2025-11-25 `task` field) or may get one
         (the request names the extension) is answered with the task once its message is
         on the timeline, unless its kind forbids tasks; a call of a kind that requires
-        one is refused without it; any other request goes on to its handler."""
+        one is refused without it; any other request goes on to its handler. On the
+        stateless revision a kind with `input_before_task` first follows the turn's first
+        round, and answers "input required" when it asks; the call sent again with the
+        answers gets the task."""
         if ctx.method != "tools/call" or not await self._as_task(ctx):
             return await call_next(ctx)
         try:
             params = types.CallToolRequestParams.model_validate(ctx.params or {}, by_name=False)
         except ValidationError:
             raise MCPError(types.INVALID_PARAMS, "tools/call needs a tool name") from None
+        caller = caller_of(ctx)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and params.request_state is not None:
+            return await self._answered_task(caller, params)
         try:
-            sent = await self._send(caller_of(ctx), params.name, params.arguments or {})
+            sent = await self._send(caller, params.name, params.arguments or {})
         except ApiError as error:
             raise MCPError(types.INVALID_PARAMS, error.message) from None
         if isinstance(sent, types.CallToolResult):
             raise MCPError(types.INVALID_PARAMS, _text(sent))
         agent, message_id, after = sent
+        spec = (await published_kinds(self.rt, caller.tenant)).get(params.name)
+        if modern and spec is not None and spec.input_before_task:
+            with stream_slot(self.rt, caller):
+                asks = await first_round_asks(self.rt, agent, after, message_id)
+            view = await self.tasks.view(agent, message_id)
+            if asks and view.asked:
+                return _dumped(_input_required(view))
         view = await self.tasks.placed(agent, message_id, after)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if modern:
             return {"resultType": "task", **mcp_tasks.modern_task(view, detailed=False)}
         return {"task": mcp_tasks.legacy_task(view)}
+
+    async def _answered_task(
+        self, caller: Principal, params: types.CallToolRequestParams
+    ) -> HandlerResult:
+        """A call sent again with its request state and the answers: the task of the turn
+        it answered, or the same questions again when an answer was refused."""
+        try:
+            agent, message_id, _, _ = await self._resume(caller, params)
+        except UnansweredError as unanswered:
+            view = await self.tasks.view(unanswered.agent, unanswered.message_id)
+            if view.asked:
+                return _dumped(_input_required(view, unanswered.problems))
+            raise MCPError(types.INVALID_PARAMS, " ".join(unanswered.problems.values())) from None
+        except ApiError as error:
+            raise MCPError(types.INVALID_PARAMS, error.message) from None
+        view = await self.tasks.view(agent, message_id)
+        return {"resultType": "task", **mcp_tasks.modern_task(view, detailed=False)}
 
     async def _as_task(self, ctx: ServerRequestContext[Any, Any]) -> bool:
         """Whether the call is answered with a task, by what the request asks and its
@@ -286,6 +318,10 @@ def _input_required(
     return types.InputRequiredResult.model_validate(
         {"inputRequests": input_requests(view, problems), "requestState": view.task_id}
     )
+
+
+def _dumped(result: types.InputRequiredResult) -> dict[str, Any]:
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _wants_task(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -1,5 +1,5 @@
-"""Tools the harness itself implements: spawning children, waiting for them, and reading
-back the original messages of earlier turns."""
+"""Tools the harness itself implements: spawning children, waiting for them, reading
+back the original messages of earlier turns, and asking the person a question."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from schemas.chat import ToolDefinition
 SPAWN = "spawn_agent"
 WAIT = "wait"
 RECALL = "recall"
+ASK_USER = "ask_user"
 
 SPAWN_DEFINITION = ToolDefinition(
     name=SPAWN,
@@ -44,4 +45,29 @@ RECALL_DEFINITION = ToolDefinition(
     },
 )
 
-BUILTIN_DEFINITIONS = (SPAWN_DEFINITION, WAIT_DEFINITION, RECALL_DEFINITION)
+ASK_USER_DEFINITION = ToolDefinition(
+    name=ASK_USER,
+    description=(
+        "Ask the person a question and wait for the answer, which is this call's result. "
+        "Give `choices` to let them pick one, or a `form` (a JSON Schema object of "
+        "string, number, integer and boolean fields) to ask for several values."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "What to ask the person."},
+            "choices": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The answers the person may pick from.",
+            },
+            "form": {
+                "type": "object",
+                "description": "A JSON Schema object of the values to ask for.",
+            },
+        },
+        "required": ["question"],
+    },
+)
+
+BUILTIN_DEFINITIONS = (SPAWN_DEFINITION, WAIT_DEFINITION, RECALL_DEFINITION, ASK_USER_DEFINITION)

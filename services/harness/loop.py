@@ -37,6 +37,7 @@ from schemas.harness import (
     Spawned,
     Summarize,
     Summary,
+    Told,
     ToolResult,
     TurnState,
     Wait,
@@ -45,7 +46,8 @@ from schemas.model import ModelReply, ModelRequest
 from schemas.questions import InputAnswer
 from schemas.spec import Policy, granted, grants, narrowed
 from schemas.wake import ChildReport
-from services.harness.builtins import BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
+from services.harness.asking import answer_text, asked_of, asked_together
+from services.harness.builtins import ASK_USER, BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
 from services.harness.context import (
     Budget,
     Current,
@@ -119,7 +121,8 @@ def run_turn(given: TurnInput) -> Turn:
     answered call, one awaiting children with the next round once they all reported."""
     turn = given.turn
     match turn.phase:
-        case AwaitingApproval(approval=approval) if approval.answer is None:
+        case AwaitingApproval() as phase if phase.waiting():
+            approval = phase.waiting()[0]
             yield AskApproval(approval.request_id, approval.call, approval.asked)
             return turn
         case AwaitingApproval():
@@ -185,7 +188,12 @@ def _answered(
     assert isinstance(phase, AwaitingApproval)
     approval, call, remaining = phase.approval, phase.approval.call, phase.remaining
     turn = msgspec.structs.replace(turn, phase=Running())
-    if approval.asked is not None or approval.answer:
+    if call.name == ASK_USER:
+        for request in phase.requests():
+            content = answer_text(request)
+            yield Told(request.call, content)
+            turn = _append(turn, _tool_message(request.call, content))
+    elif approval.asked is not None or approval.answer:
         key = _idempotency_key(given.address, turn, call)
         asked = approval.asked
         answer = InputAnswer(asked, bool(approval.answer), approval.answers) if asked else None
@@ -265,7 +273,12 @@ def _run_calls(
             turn = _append(turn, _tool_message(call, result.content))
         else:
             command = CallTool(call, _idempotency_key(given.address, turn, call))
-            turn, status = yield from _called(turn, command, calls[index + 1 :])
+            step = (
+                _ask_user(turn, calls, index)
+                if call.name == ASK_USER
+                else _called(turn, command, calls[index + 1 :])
+            )
+            turn, status = yield from step
             if status != _GO_ON:
                 return turn, status
     if wait_asked and turn.pending:
@@ -288,6 +301,28 @@ def _called(
     yield AskApproval(request_id, call, result.asked)
     pending = PendingApproval(request_id, call, asked=result.asked)
     return msgspec.structs.replace(turn, phase=AwaitingApproval(pending, rest)), _PAUSED
+
+
+def _ask_user(
+    turn: TurnState, calls: tuple[ToolCall, ...], index: int
+) -> Generator[Command, Result, tuple[TurnState, str]]:
+    """Ask the person the round's `ask_user` calls from `index` on that follow one another,
+    all at once, each a request of its own; the rest of the round waits behind them. A
+    call whose arguments make no question is refused, and the round goes on."""
+    call = calls[index]
+    problem = asked_of(call)
+    if isinstance(problem, str):
+        yield Refuse(call, problem)
+        return _append(turn, _tool_message(call, problem)), _GO_ON
+    together = asked_together(calls, index)
+    pending: list[PendingApproval] = []
+    for each, asked in together:
+        request_id = f"t{turn.number}r{turn.round}-{each.id}"
+        yield AskApproval(request_id, each, asked)
+        pending.append(PendingApproval(request_id, each, asked=asked))
+    rest = calls[index + len(together) :]
+    phase = AwaitingApproval(pending[0], rest, others=tuple(pending[1:]))
+    return msgspec.structs.replace(turn, phase=phase), _PAUSED
 
 
 def _spawn(
@@ -347,8 +382,11 @@ def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
     shown: dict[str, Policy] = {n: p for n, p in granted(turn.spec, known).items() if p != "deny"}
     if turn.spec.can_spawn:
         shown.update(dict.fromkeys((SPAWN, WAIT), "allow"))
-    if grants(turn.spec).get(RECALL) != "deny":
+    own = grants(turn.spec)
+    if own.get(RECALL) != "deny":
         shown[RECALL] = "allow"
+    if own.get(ASK_USER, "deny") != "deny":
+        shown[ASK_USER] = "allow"  # asking a person needs no person's approval
     return shown
 
 

@@ -5,10 +5,11 @@ it reaches the gateway through a local proxy that adds acme's key to every reque
 Some of the suite's checks call fixture tools of its own that a server under test is
 expected to carry. The gateway's tools are its tenant's agent kinds: for the Tasks
 scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`,
-`failing_job` and `confirm_delete`, each declaring the tool's input and task support and run
-by a model that does what the tool does (tests.fixtures.models). A call of a fixture tool
-no kind plays (`test_simple_text`, ...) is answered with a tool error whose sentence names
-the missing message: where a check reads only the shape of a result (text content,
+`failing_job`, `confirm_delete`, `multi_input` and `test_tool_with_task`, each declaring the
+tool's input and task support and run by a model that does what the tool does
+(tests.fixtures.models): the last three ask the suite's own forms with `ask_user`. A call of
+a fixture tool no kind plays (`test_simple_text`, ...) is answered with a tool error whose
+sentence names the missing message: where a check reads only the shape of a result (text content,
 `isError`) it passes on that answer, and the test says so. The checks that fail are named
 below, each with the reason.
 """
@@ -33,11 +34,6 @@ NO_CLIENT_CAPABILITY = (
     "a request that needs a capability the client did not declare must be refused with "
     "-32021; the suite asks this of its fixture tool that needs sampling, and no tool of the "
     "gateway needs a client capability"
-)
-OWN_FORM = (
-    "the suite answers the input request with its own form's fields (confirm, name); the "
-    "only input a turn asks for is a person's approval of a tool call, whose form asks "
-    "approve, so the answer is not one and the turn keeps waiting"
 )
 
 
@@ -130,11 +126,11 @@ TASKS = [
     Expected(
         "tasks-mrtr-input",
         "",
-        WIRE | {"sep-2663-tasks-get-status-input-required"},
-        {
-            "tasks-mrtr-tasks-update-resumes": OWN_FORM,
-            "tasks-mrtr-partial-fulfillment": "it calls the fixture tool multi_input, which "
-            f"no kind plays: its answers too are the suite's own: {OWN_FORM}",
+        WIRE
+        | {
+            "sep-2663-tasks-get-status-input-required",
+            "tasks-mrtr-tasks-update-resumes",
+            "tasks-mrtr-partial-fulfillment",
         },
     ),
     Expected(
@@ -175,14 +171,7 @@ TASKS = [
     Expected(
         "tasks-mrtr-composition",
         "",
-        WIRE,
-        {
-            "sep-2663-mrtr-synchronous-before-task-creation": "it calls the fixture tool "
-            "test_tool_with_task, which asks a form of its own in its first round and "
-            "makes a task only in the next; the only input a turn asks for is a person's "
-            "approval of a tool call, and a call from a client with the extension is a task "
-            "from its start",
-        },
+        WIRE | {"sep-2663-mrtr-synchronous-before-task-creation"},
     ),
 ]
 
@@ -213,7 +202,13 @@ FIXTURE_KINDS = [
     _fixture("failing_job", {}, [], "required"),
     {
         **_fixture("confirm_delete", {"filename": {"type": "string"}}, ["filename"], "optional"),
-        "tools": {"calculator": "ask"},
+        "tools": {"ask_user": "allow"},
+    },
+    {**_fixture("multi_input", {}, [], "optional"), "tools": {"ask_user": "allow"}},
+    {
+        **_fixture("test_tool_with_task", {}, [], "required"),
+        "tools": {"ask_user": "allow"},
+        "input_before_task": True,
     },
 ]
 
