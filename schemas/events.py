@@ -226,6 +226,17 @@ class AgentResumed(msgspec.Struct, frozen=True, tag="agent_resumed"):
     by: str = ""
 
 
+class AgentForked(msgspec.Struct, frozen=True, tag="agent_forked"):
+    """The agent began as a fork: the events before this one are `source`'s first `seq`
+    (the same seqs, turns and times), and what follows is its own. A turn cut by the fork
+    is on the timeline but not in the fork's history: the fork starts idle."""
+
+    source: str
+    seq: int
+    by: str = ""
+    """Who forked it: the key's id and name, as approvals show them."""
+
+
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     outcome: Outcome
     reply: str = ""
@@ -256,6 +267,7 @@ EventBody = (
     | TurnParked
     | AgentPaused
     | AgentResumed
+    | AgentForked
     | TurnEnded
     | ContextFolded
     | ScheduleFired

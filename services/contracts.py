@@ -23,6 +23,7 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
+from schemas.lifecycle import Copied, ForkQuery, ForkRequest, ForkSource, WorkspaceFork
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
@@ -106,6 +107,11 @@ PAUSE = Handler(AGENT, "pause", Pause, Empty)
 STATUS = Handler(AGENT, "status", Empty, AgentStatus)
 TIMELINE = Handler(AGENT, "timeline", TimelineQuery, TimelinePage)
 APPROVALS = Handler(AGENT, "approvals", Empty, Approvals)
+FORK = Handler(AGENT, "fork", ForkRequest, AgentStatus)
+"""Keyed by the new agent: begin as the source's first `seq` events (refused, 409, when the
+address holds an agent already)."""
+FORK_SOURCE = Handler(AGENT, "fork_source", ForkQuery, ForkSource)
+"""Shared, keyed by the source: what a fork at `seq` takes besides the events."""
 
 ADD_SCHEDULE = Handler(SCHEDULES, "add", ScheduleSpec, Schedule)
 """Keyed by the agent's address, like every `Schedules` handler."""
@@ -158,6 +164,7 @@ REBUILD_KEY = "all"
 GENERATE = Handler(MODEL, "generate", ModelRequest, ModelReply, keyed=False)
 
 WORKSPACE_CALL = Handler(WORKSPACE, "call", WorkspaceCall, WorkspaceReply, keyed=False)
+WORKSPACE_FORK = Handler(WORKSPACE, "fork", WorkspaceFork, Copied, keyed=False)
 BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
 """Keyed by the digest of an idempotency key: the first begin is the one that may act."""
 FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)

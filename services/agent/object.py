@@ -4,42 +4,60 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import restate
 
 from schemas.address import InvalidAddressError, parse_address
 from schemas.events import (
+    AgentForked,
     AgentStatus,
     Approvals,
+    Event,
     StopAnswer,
     TimelinePage,
     TimelineQuery,
     WakeResult,
 )
 from schemas.harness import AwaitingApproval
+from schemas.lifecycle import ForkQuery, ForkRequest, ForkSource, WorkspaceFork
+from schemas.projection import EventBatch
+from schemas.spec import AgentSpec
 from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.driver import Driver, LocalModel
 from services.agent.endings import status
+from services.agent.fork import (
+    ForkError,
+    chunks_of,
+    forked_events,
+    forked_record,
+    last_ended,
+    source_of,
+)
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
-from services.agent.store import Reader, ring
+from services.agent.store import Reader, Store, ring
 from services.agent.timeline import Sink
 from services.contracts import (
     AGENT,
     APPROVALS,
     ARRIVED,
+    FORK,
+    FORK_SOURCE,
     PAUSE,
+    SPECS,
     STATUS,
     STOP,
+    TAKE_AGENT,
     TIMELINE,
     WAKE,
+    WORKSPACE_FORK,
     Empty,
 )
-from services.durable import send
+from services.durable import call, send
 from services.harness.registry import BUILTIN_HARNESSES, Harness
 from services.observe import genai, tracing
 from services.specs import Offer, SpecError, check_spec
@@ -96,6 +114,7 @@ def agent_object(
 
     _controls(agent)
     _views(agent)
+    _forks(agent, sink, counted)
     return agent
 
 
@@ -187,6 +206,99 @@ def _views(agent: restate.VirtualObject) -> None:
             )
         events, last_seq = await Reader(ctx).page(query.after_seq, query.limit)
         return TimelinePage(events=events, last_seq=last_seq)
+
+
+def _forks(agent: restate.VirtualObject, sink: Sink, counted: TenantQuotas) -> None:
+    """`fork`, on the new agent's key, and the source's shared `fork_source`
+    (`services/agent/fork.py` says what a fork holds)."""
+
+    @agent.handler(name=FORK.name)
+    async def fork(ctx: restate.ObjectContext, request: ForkRequest) -> AgentStatus:
+        address = _address(ctx.key())
+        source = _fork_source(request, address)
+        store = Store(ctx)
+        if (record := await store.record()).timeline.last_seq or record.turns:
+            raise restate.TerminalError(
+                f"{address} exists already: a fork needs an address no agent has.", 409
+            )
+        found = await call(ctx, FORK_SOURCE, ForkQuery(request.seq), key=source)
+        spec = found.spec or await _published(ctx, source, found)
+        if counted.agents:
+            await call(ctx, TAKE_AGENT, Empty(), key=parse_address(address).tenant)
+        await call(ctx, WORKSPACE_FORK, WorkspaceFork(source, address, spec.workspace.quota_mb))
+        events = await _copied(ctx, source, request.seq)
+        at = datetime.fromtimestamp(await ctx.time(), UTC)
+        forked = AgentForked(source, request.seq, request.by)
+        try:
+            timeline = forked_events(events, address, found, forked, at)
+        except ForkError as error:
+            raise restate.TerminalError(str(error), error.status) from error
+        for index, chunk in enumerate(chunks_of(timeline)):
+            store.write_chunk(index, chunk)
+        for index, segment in enumerate(found.segments):
+            store.write_segment(index, segment)
+        record = forked_record(found, spec, timeline)
+        await store.finish(record)
+        await sink.write(EventBatch(tuple(timeline), "idle"))
+        return status(address, record, record.timeline, running=False)
+
+    @agent.handler(name=FORK_SOURCE.name, kind="shared")
+    async def fork_source(ctx: restate.ObjectSharedContext, query: ForkQuery) -> ForkSource:
+        address = _address(ctx.key())
+        reader = Reader(ctx)
+        stored = await reader.stored()
+        mark = await reader.mark(stored.record)
+        if not mark.last_seq:
+            raise restate.TerminalError(f"{address} has no timeline to fork.", 404)
+        events = await reader.events_upto(min(max(query.seq, 0), mark.last_seq))
+        record = stored.record
+        held = [s for s in (record.turn.spec if record.turn else None, record.spec) if s]
+        segments = await reader.history(stored, last_ended(events, query.seq))
+        try:
+            return source_of(
+                events,
+                query.seq,
+                last_seq=mark.last_seq,
+                context=record.context,
+                segments=segments,
+                held=held,
+            )
+        except ForkError as error:
+            raise restate.TerminalError(str(error), error.status) from error
+
+
+def _fork_source(request: ForkRequest, address: str) -> str:
+    source = _address(request.source)
+    if parse_address(source).tenant != parse_address(address).tenant:
+        raise restate.TerminalError("A fork stays in its source's tenant.", 403)
+    if source == address:
+        raise restate.TerminalError("A fork needs an address of its own.", 409)
+    return source
+
+
+async def _published(ctx: restate.ObjectContext, source: str, found: ForkSource) -> AgentSpec:
+    """The spec version the source's last turn ran with, as the tenant published it."""
+    versions = await call(ctx, SPECS, Empty(), key=parse_address(source).tenant)
+    for published in versions.versions:
+        if (published.spec.kind, published.spec.version) == (found.spec_kind, found.spec_version):
+            return published.spec
+    raise restate.TerminalError(
+        f"{source} ran with version {found.spec_version} of {found.spec_kind!r}, which it no "
+        "longer holds and its tenant has not published: a fork would not run with the same spec.",
+        409,
+    )
+
+
+async def _copied(ctx: restate.ObjectContext, source: str, seq: int) -> list[Event]:
+    """The source's first `seq` events, a page at a time."""
+    events: list[Event] = []
+    while len(events) < seq:
+        query = TimelineQuery(after_seq=len(events), limit=min(seq - len(events), 500))
+        page = await call(ctx, TIMELINE, query, key=source)
+        if not page.events:
+            break
+        events.extend(page.events)
+    return events
 
 
 def _check_inline(envelope: WakeEnvelope, offer: Offer | None, address: str) -> None:

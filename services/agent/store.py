@@ -110,6 +110,29 @@ class Reader:
             index += 1
         return tuple(events[:wanted]), mark.last_seq
 
+    async def events_upto(self, seq: int) -> list[Event]:
+        """The first `seq` events (fewer if the timeline is shorter), a page at a time."""
+        events: list[Event] = []
+        while len(events) < seq:
+            page, _ = await self.page(len(events), MAX_PAGE)
+            if not page:
+                break
+            events.extend(page)
+        return events[:seq]
+
+    async def history(self, stored: StoredAgent, last_turn: int) -> list[Segment]:
+        """The history's segments from `history.0` on, up to those of `last_turn`: from the
+        record's copy where it holds them, else from their own keys."""
+        kept = stored.recent
+        copy = dict(zip(kept.indices, kept.segments, strict=True)) if kept is not None else {}
+        found: list[Segment] = []
+        for index in range(stored.record.context.segments):
+            segment = copy.get(index) or await self._ctx.get(segment_key(index), type_hint=Segment)
+            if segment is None or segment.turn > last_turn:
+                break
+            found.append(segment)
+        return found
+
     async def _chunk_of(self, seq: int, chunks: int) -> int:
         """The index of the chunk holding `seq`: a binary search on first seqs, so a read
         costs a few state reads however long the timeline is."""

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from services.cli import admin, evals, health, hooks, schedules, stack, talk
+from services.cli import admin, evals, health, hooks, lifecycle, schedules, stack, talk
 from services.cli.errors import guarded
 from services.cli.gateway import Doors, spec_file, tenant_of
 from services.cli.home import exports, located
@@ -182,6 +182,7 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     show = agents.add_parser("show", help="one agent's status")
     show.add_argument("address")
     show.set_defaults(run=lambda a, s, d: _show(d, a.address))
+    lifecycle.agent_commands(agents)
 
     offered = verbs.add_parser(
         "deployment",

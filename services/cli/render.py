@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from schemas.events import (
+    AgentForked,
     AgentPaused,
     AgentResumed,
     ApprovalAbandoned,
@@ -91,6 +92,9 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     MessageRejected: lambda e, b: f"rejected: {short(b.text)} ({b.message})",
     AgentPaused: lambda e, b: "paused" + (f" by {b.by}" if b.by else ""),
     AgentResumed: lambda e, b: "resumed" + (f" by {b.by}" if b.by else ""),
+    AgentForked: lambda e, b: (
+        f"forked from {b.source} at seq {b.seq}" + (f" by {b.by}" if b.by else "")
+    ),
     ModelMessage: lambda e, b: _model(b),
     ModelFallback: lambda e, b: (
         f"{b.model} failed, the round starts again on {b.next}: {short(b.reason)}"

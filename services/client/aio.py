@@ -22,6 +22,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    Forked,
     HoldAccepted,
     Hook,
     Item,
@@ -181,6 +182,10 @@ class AsyncClient:
 
     async def stop(self, address: str) -> StopAccepted:
         return await self._do(calls.stop(address))
+
+    async def fork(self, address: str, seq: int, new: str) -> Forked:
+        """A new agent `new` whose timeline is `address`'s first `seq` events (201)."""
+        return await self._do(calls.fork(address, seq, new))
 
     async def pause(self, address: str) -> HoldAccepted:
         return await self._do(calls.pause(address))

@@ -20,6 +20,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    Forked,
     HoldAccepted,
     Hook,
     HookList,
@@ -107,6 +108,11 @@ def answer(
 
 def stop(address: str) -> Call[StopAccepted]:
     return Call("POST", f"{agent_path(address)}/stop", StopAccepted)
+
+
+def fork(address: str, seq: int, new: str) -> Call[Forked]:
+    body = _json({"seq": seq, "address": new})
+    return Call("POST", f"{agent_path(address)}/fork", Forked, body=body)
 
 
 def pause(address: str) -> Call[HoldAccepted]:

@@ -29,6 +29,18 @@ class Agent(msgspec.Struct, frozen=True):
     """Messages the agent holds queued (see the gateway's agent row)."""
 
 
+class Forked(msgspec.Struct, frozen=True):
+    """A fork made (201): `address` holds `source`'s first `seq` events, then its
+    `agent_forked` at `last_seq`."""
+
+    address: str
+    source: str
+    seq: int
+    last_seq: int
+    turn: int
+    events_url: str
+
+
 class AgentPage(msgspec.Struct, frozen=True):
     agents: tuple[Agent, ...]
     next: str | None = None

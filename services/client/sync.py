@@ -21,6 +21,7 @@ from services.client.models import (
     AgentPage,
     ApprovalAccepted,
     Deployment,
+    Forked,
     HoldAccepted,
     Hook,
     Item,
@@ -178,6 +179,10 @@ class Client:
     def stop(self, address: str) -> StopAccepted:
         """One-way (202): the turn's end, or `stop_refused`, lands on the timeline."""
         return self._do(calls.stop(address))
+
+    def fork(self, address: str, seq: int, new: str) -> Forked:
+        """A new agent `new` whose timeline is `address`'s first `seq` events (201)."""
+        return self._do(calls.fork(address, seq, new))
 
     def pause(self, address: str) -> HoldAccepted:
         """One-way (202): the agent holds after its running round; `agent_paused`."""

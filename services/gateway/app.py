@@ -35,6 +35,7 @@ from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
 from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
+from services.gateway.routes_lifecycle import router as lifecycle
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_schedules import router as schedules
 from services.gateway.routes_specs import router as specs
@@ -132,6 +133,7 @@ def create_app(
         specs,
         deployment,
         keys,
+        lifecycle,
         agui,
         operations,
         console,

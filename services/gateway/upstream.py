@@ -12,7 +12,9 @@ from typing import TypeVar
 import httpx
 import msgspec
 
+from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
+from schemas.lifecycle import ForkRequest
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -24,6 +26,7 @@ from services.contracts import (
     CREATE_HOOK,
     DELETE_HOOK,
     DELIVER,
+    FORK,
     GET_HOOK,
     KEYS,
     LATEST_SPEC,
@@ -44,6 +47,8 @@ from services.ingress import AsyncIngress, IngressError
 T = TypeVar("T")
 QUICK = 5.0
 """Seconds to wait for Restate to accept a send, or for a read-only handler."""
+FORK_PATIENCE = 120.0
+"""Seconds a fork may take: it copies the source's events and workspace."""
 
 
 class IngressUnavailableError(ApiError):
@@ -95,6 +100,10 @@ class Upstream:
     async def resume(self, address: str, resume: Resume, idempotency_key: str) -> str:
         send = self._client.send(WAKE, WakeEnvelope(resume), address, idempotency_key, QUICK)
         return await _answer(send)
+
+    async def fork(self, address: str, request: ForkRequest) -> AgentStatus:
+        """The new agent `address`, made a fork of `request.source`: its answer once made."""
+        return await _answer(self._client.call(FORK, request, address, patience=FORK_PATIENCE))
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         return await _answer(self._client.call(PUBLISH, spec, tenant))

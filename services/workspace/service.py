@@ -15,10 +15,12 @@ from datetime import timedelta
 import restate
 
 from schemas.effects import Finished
+from schemas.lifecycle import Copied, WorkspaceFork
 from schemas.workspace import WorkspaceCall, WorkspaceReply
-from services.contracts import WORKSPACE, WORKSPACE_CALL
+from services.contracts import WORKSPACE, WORKSPACE_CALL, WORKSPACE_FORK
 from services.durable import step_options
 from services.effects.ledger import EffectLedger
+from services.workspace.lifecycle import copy_workspace
 from services.workspace.tools import WorkspaceHost, unknown
 
 CALL_TIMEOUT = timedelta(minutes=15)
@@ -63,5 +65,16 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
             cancelled.set()
             raise
         return reply
+
+    @service.handler(name=WORKSPACE_FORK.name)
+    async def fork(ctx: restate.Context, request: WorkspaceFork) -> Copied:
+        """A fork's own copy of its source's workspace, as it is now."""
+
+        def copy() -> Copied:
+            quota = request.quota_mb * 2**20
+            files = copy_workspace(host.home, request.source, request.target, quota, host.volumes)
+            return Copied(files)
+
+        return await ctx.run_typed("copy", copy, step_options(Copied))
 
     return service

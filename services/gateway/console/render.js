@@ -56,6 +56,7 @@ const BODIES = {
     b.message ? ` (${b.message})` : ""),
   agent_paused: (e, b) => h("div", { class: "warn" }, kind("paused"), b.by ? `by ${b.by}` : "nothing runs until resumed"),
   agent_resumed: (e, b) => h("div", {}, kind("resumed"), b.by ? `by ${b.by}` : ""),
+  agent_forked: (e, b) => h("div", {}, kind("forked"), `from ${b.source} at seq ${b.seq}`, b.by ? ` by ${b.by}` : ""),
   model_message: (e, b) => h("div", {}, kind(b.model),
     b.text ? h("span", { class: "text" }, b.text) : null,
     (b.tool_calls || []).map((c) => h("div", {}, kind("asks for"), `${c.name}(${oneLine(JSON.stringify(c.arguments || {}), 60)})`)),

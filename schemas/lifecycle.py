@@ -1,0 +1,58 @@
+"""What a fork, an erasure and a backup are made of, across the services' boundaries.
+
+Evolving this schema: add optional fields with defaults only (old payloads must decode).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.context import ContextState, Segment
+from schemas.events import Outcome
+from schemas.spec import AgentSpec
+
+
+class ForkRequest(msgspec.Struct, frozen=True):
+    """Sent to the new agent's `fork`: begin as `source`'s first `seq` events."""
+
+    source: str
+    seq: int
+    by: str = ""
+
+
+class ForkQuery(msgspec.Struct, frozen=True):
+    """Asked of the source's shared `fork_source`: what its history holds up to `seq`."""
+
+    seq: int
+
+
+class ForkSource(msgspec.Struct, frozen=True):
+    """What a fork at `seq` takes from its source besides the events themselves."""
+
+    last_seq: int
+    """The source's timeline end when it was asked (a fork past it is refused)."""
+    turns: int = 0
+    """The highest turn number among the events up to `seq`: the fork's next turn is one more."""
+    last_outcome: Outcome | None = None
+    """The outcome of the last turn that ended at or before `seq`."""
+    spec_kind: str = ""
+    spec_version: int = 0
+    """The spec the last turn up to `seq` started with."""
+    spec: AgentSpec | None = None
+    """That spec, when the source still holds that version (else the tenant is asked)."""
+    context: ContextState = ContextState()
+    """The fork's history marks: the source's, cut after the last turn ended by `seq`."""
+    segments: tuple[Segment, ...] = ()
+    """The fork's history segments, `history.0` on."""
+
+
+class WorkspaceFork(msgspec.Struct, frozen=True):
+    """The input of `Workspace.fork`: give `target` a copy of `source`'s workspace."""
+
+    source: str
+    target: str
+    quota_mb: int
+
+
+class Copied(msgspec.Struct, frozen=True):
+    files: int = 0

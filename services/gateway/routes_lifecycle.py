@@ -1,0 +1,63 @@
+"""An agent's lifecycle: fork it from any event of its timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import Field
+
+from schemas.lifecycle import ForkRequest
+from services.gateway import service
+from services.gateway.auth import Owned, own, owned
+from services.gateway.models import Strict
+from services.gateway.openapi import errors
+from services.gateway.runtime import Runtime, runtime
+from services.keys import signature
+
+router = APIRouter(tags=["lifecycle"])
+Rt = Annotated[Runtime, Depends(runtime)]
+
+
+class ForkIn(Strict):
+    seq: int = Field(ge=1, description="The last event of the source the fork holds.")
+    address: str = Field(
+        min_length=1, max_length=200, description="The fork's address, in the same tenant."
+    )
+
+
+class ForkOut(Strict):
+    address: str
+    source: str
+    seq: int
+    last_seq: int = Field(description="The fork's newest event: its `agent_forked`.")
+    turn: int
+    events_url: str
+
+
+@router.post(
+    "/v1/agents/{address}/fork",
+    status_code=201,
+    responses=errors(400, 401, 403, 404, 409, 422, 429, 503),
+)
+async def fork_agent(
+    given: ForkIn, agent: Annotated[Owned, Depends(owned("write"))], rt: Rt
+) -> ForkOut:
+    """A new agent whose timeline is this one's first `seq` events, then `agent_forked`;
+    its history holds the turns that had ended by `seq`, it runs with the same spec
+    version and has its own copy of the workspace as it is now. It answers its next message
+    on its own; this agent goes on unchanged. A write key may fork (the fork holds nothing
+    the key could not read, and counts as one of the tenant's agents)."""
+    await service.known(rt, agent.address)
+    target = own(agent.caller, given.address, "write", doing="forking", field="address")
+    by = signature(agent.caller.key_id, agent.caller.key_name)
+    status = await rt.ingress.fork(target.address, ForkRequest(agent.address, given.seq, by))
+    rt.recent.add(target.address)
+    return ForkOut(
+        address=target.address,
+        source=agent.address,
+        seq=given.seq,
+        last_seq=status.last_seq,
+        turn=status.turn,
+        events_url=service.events_url(target.address, 0),
+    )
