@@ -15,12 +15,23 @@ import msgspec
 from schemas.spec import AgentSpec, WhileBusy
 
 
+class SpanRef(msgspec.Struct, frozen=True):
+    """A span of a trace (OpenTelemetry's ids, in hex), for a span in another trace to link
+    to."""
+
+    trace_id: str
+    span_id: str
+
+
 class ParentRef(msgspec.Struct, frozen=True):
     """Where a child reports back: the parent's address, turn and the spawning call."""
 
     address: str
     turn: int
     call_id: str
+    span: SpanRef | None = None
+    """The parent's span of the spawn, which the child's wake and the parent's wake on the
+    child's report link to; None when the parent's process traced nothing."""
 
 
 class Fired(msgspec.Struct, frozen=True):
@@ -80,6 +91,9 @@ class ChildReport(msgspec.Struct, frozen=True, tag="child_report"):
     call_id: str
     outcome: str
     reply: str
+    span: SpanRef | None = None
+    """The parent's span of the spawn (its `ParentRef.span`), which the wake on the report
+    links to."""
 
 
 class Timer(msgspec.Struct, frozen=True, tag="timer"):

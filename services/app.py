@@ -31,7 +31,7 @@ from services.ingress import AsyncIngress
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
 from services.mcp.hub import McpHub
-from services.observe import tracing
+from services.observe import logs, tracing
 from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
 from services.projection.projector import Projection, Tell, projector_service, through_ingress
@@ -156,6 +156,7 @@ def create_app(*, control: bool = True, execution: bool = True) -> ASGIApp:
     check(settings(), control=control, execution=execution)
     services: Services = []
     closers: list[Closer] = []
+    logs.setup()
     if tracing.setup(settings().otlp_endpoint, "teaspill-endpoint"):
         closers.append(lambda: asyncio.to_thread(tracing.shutdown))
     runner = _execution(services, closers) if execution else None

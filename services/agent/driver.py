@@ -65,7 +65,7 @@ from schemas.model import ModelReply, ModelRequest
 from schemas.spec import grants
 from schemas.state import AgentRecord
 from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
-from schemas.wake import Message, ParentRef, Wake, WakeEnvelope
+from schemas.wake import Message, ParentRef, SpanRef, Wake, WakeEnvelope
 from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
@@ -524,7 +524,17 @@ class Driver:
             call_ = command.call
             self._refused(call_.id, call_.name, call_.arguments, problem)
             return Spawned(command.child, problem)
-        parent = ParentRef(self._address, self._books.turn.number, command.call.id)
+        turn = self._books.turn
+        attributes = genai.tool_call(command.call, self._address, turn.number, turn.round)
+        span = await self._ctx.run_typed(
+            f"spawn {command.child}",
+            genai.spawned,
+            step_options(SpanRef),
+            parent=tracing.attempt(self._ctx),
+            attributes={**attributes, "teaspill.child.agent": command.child},
+        )
+        linked = span if span.span_id else None
+        parent = ParentRef(self._address, turn.number, command.call.id, linked)
         message = Message(
             command.task,
             spec=command.spec,

@@ -311,7 +311,9 @@ def _end(
     record, kept = _remembered(record, Segment(turn.number, turn.messages))
     effects += [Emit(turn.number, turn.round, (body,)), kept]
     if turn.parent is not None:
-        report = ChildReport(address, turn.parent.turn, turn.parent.call_id, outcome, text)
+        report = ChildReport(
+            address, turn.parent.turn, turn.parent.call_id, outcome, text, turn.parent.span
+        )
         key = f"finished {address} {turn.number}"
         effects.append(SendWake(turn.parent.address, report, key=key))
     ended = msgspec.structs.replace(

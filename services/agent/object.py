@@ -109,7 +109,9 @@ def agent_object(
             queue_limit=queue_limit,
             harnesses=harnesses,
         )
-        with tracing.span("wake", tracing.attempt(ctx), genai.wake(address, envelope.wake)):
+        arrived = envelope.wake
+        attributes = genai.wake(address, arrived)
+        with tracing.span("wake", tracing.attempt(ctx), attributes, links=genai.links(arrived)):
             return await driver.run(envelope.wake)
 
     _controls(agent)

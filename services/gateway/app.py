@@ -44,7 +44,7 @@ from services.gateway.runtime import Runtime
 from services.gateway.stored import StoredState
 from services.gateway.tracing import TracingMiddleware
 from services.gateway.upstream import Upstream
-from services.observe import tracing
+from services.observe import logs, tracing
 from services.settings import Settings, settings
 
 DESCRIPTION = """Send messages to durable agents, read and follow their timelines, publish
@@ -142,6 +142,7 @@ def create_app(
         app.include_router(router)
     app.router.routes.append(Route("/mcp", mcp))
     app.router.routes.extend(a2a_server.routes(rt))
+    logs.setup()
     if tracing.setup(config.otlp_endpoint, "teaspill-gateway"):
         # Innermost: it sees the scope the router marks with the route, and a request
         # refused for its key makes no trace.

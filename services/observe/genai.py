@@ -3,11 +3,13 @@ conventions for generative AI (`gen_ai.*`)."""
 
 from __future__ import annotations
 
-from opentelemetry.trace import Span
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Link, Span
 
 from schemas.chat import ToolCall
 from schemas.model import ModelReply, ModelRequest
-from schemas.wake import ChildReport, Message, Wake
+from schemas.wake import ChildReport, Message, SpanRef, Wake
+from services.observe import tracing
 from services.observe.tracing import Attributes
 
 
@@ -55,6 +57,27 @@ def wake(address: str, arrived: Wake) -> Attributes:
         found["teaspill.child.agent"] = arrived.child
         found["teaspill.child.turn"] = arrived.turn
     return found
+
+
+def links(arrived: Wake) -> tuple[Link, ...]:
+    """What a wake's span links to: for a child's message, and for the parent's wake on the
+    child's report, the parent's span of the spawn (`teaspill.link` says which)."""
+    span: SpanRef | None = None
+    if isinstance(arrived, Message) and arrived.parent is not None:
+        span, why = arrived.parent.span, "spawned by"
+    elif isinstance(arrived, ChildReport):
+        span, why = arrived.span, "reported to"
+    made = tracing.link(span.trace_id, span.span_id, {"teaspill.link": why}) if span else None
+    return (made,) if made else ()
+
+
+async def spawned(parent: otel_context.Context | None, attributes: Attributes) -> SpanRef:
+    """The spawn's span, made inside the spawn's journaled step, so once and never again on
+    a replay; its ids, which the step journals, are the plain data the child's wake links
+    to (empty when tracing is off)."""
+    with tracing.span(f"execute_tool {attributes['gen_ai.tool.name']}", parent, attributes):
+        ids = tracing.trace_ids()
+    return SpanRef(*ids) if ids else SpanRef("", "")
 
 
 def tool_call(call: ToolCall, agent: str, turn: int, round_: int) -> Attributes:

@@ -3,9 +3,9 @@
 Nothing is set up unless `TEASPILL_OTLP_ENDPOINT` names a collector: every helper here then
 returns at once, so a deployment without a collector pays for no span. With one, spans go
 to a bounded queue (`OTEL_BSP_MAX_QUEUE_SIZE`, 2048 spans) that a thread of the SDK's
-batch processor exports over OTLP/HTTP. A span that finds the queue full is dropped; a
-collector that is down or slow costs that thread its retries, never a request or a turn:
-tracing fails open.
+batch processor exports over OTLP/HTTP every `EXPORT_DELAY_MS`. A span that finds the
+queue full is dropped; a collector that is down or slow costs that thread its retries,
+never a request or a turn: tracing fails open.
 
 Spans of a Restate handler hang directly under the span restate-server made for the
 invocation's attempt (its `traceparent` in the attempt's headers), which restate-server
@@ -13,18 +13,32 @@ ends even when the endpoint dies mid-attempt: a step's span exported before a SI
 its parent, where a parent in this process (the wake's) would never be exported. A span for
 a journaled step is made inside the step's function, which a replay never runs again: a
 step completed in an earlier attempt has its span there, and no second one.
+
+A one-way send starts a trace of its own in restate-server. A wake that a spawn started
+links to the parent's span of the spawn (`link`), whose ids travel in the child's message
+as plain data, journaled by the spawn's step.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    Link,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -35,6 +49,12 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
+EXPORT_DELAY_MS = 200
+"""How long an ended span waits for its export at the most (the SDK's default is 5 s): a
+step's span is out of the process within it, so a SIGKILL later does not take it along.
+Exporting each span the moment it ends costs a round about 11 ms more in `python -m
+bench.tracing` (on two cores the store shares); every 200 ms costs nothing measurable.
+`OTEL_BSP_SCHEDULE_DELAY` (milliseconds) sets another."""
 EXPORT_TIMEOUT_SECONDS = 5.0
 """How long one export may take before the batch is dropped (the exporter's own retries
 stay within it)."""
@@ -49,7 +69,6 @@ def setup(endpoint: str, service: str) -> bool:
     """Export this process's spans to the OTLP/HTTP collector at `endpoint` (its base URL;
     `/v1/traces` is added) as `service`. An empty endpoint sets up nothing. Returns whether
     spans are exported."""
-    global _tracer, _provider
     if not endpoint or _provider is not None:
         return _provider is not None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
@@ -63,10 +82,18 @@ def setup(endpoint: str, service: str) -> bool:
         endpoint=f"{endpoint.rstrip('/')}/v1/traces", timeout=EXPORT_TIMEOUT_SECONDS
     )
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    _provider, _tracer = provider, provider.get_tracer("teaspill")
+    delay = None if "OTEL_BSP_SCHEDULE_DELAY" in os.environ else EXPORT_DELAY_MS
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=delay))
+    install(provider)
     log.info("Traces go to %s as %s", endpoint, service)
     return True
+
+
+def install(provider: TracerProvider) -> None:
+    """Make this process's spans with `provider` (`setup` installs one that exports over
+    OTLP; a test, one with an exporter of its own); `shutdown` undoes it."""
+    global _tracer, _provider
+    _provider, _tracer = provider, provider.get_tracer("teaspill")
 
 
 def shutdown() -> None:
@@ -105,16 +132,32 @@ def span(
     parent: otel_context.Context | None = None,
     attributes: Attributes | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
+    links: Sequence[Link] = (),
 ) -> Iterator[Span | None]:
-    """A span, current while the block runs, under `parent` (else the current span);
-    None when tracing is off. An exception that leaves the block marks the span failed."""
+    """A span, current while the block runs, under `parent` (else the current span), linked
+    to `links`; None when tracing is off. An exception that leaves the block marks the span
+    failed."""
     if _tracer is None:
         yield None
         return
     with _tracer.start_as_current_span(
-        name, context=parent, kind=kind, attributes=attributes
+        name, context=parent, kind=kind, attributes=attributes, links=links
     ) as made:
         yield made
+
+
+def link(trace_id: str, span_id: str, attributes: Attributes | None = None) -> Link | None:
+    """A link to the span these hex ids name (made in another trace, or another process);
+    None when tracing is off or the ids are not a span's."""
+    if _tracer is None:
+        return None
+    try:
+        context = SpanContext(
+            int(trace_id, 16), int(span_id, 16), True, TraceFlags(TraceFlags.SAMPLED)
+        )
+    except ValueError:
+        return None
+    return Link(context, attributes) if context.is_valid else None
 
 
 def traced(

@@ -1,5 +1,9 @@
 """Traces on a real stack exported to a real trace store (Phoenix, over OTLP): the gateway's
-request, restate-server's spans, the wake, the model call and the tool call in one trace."""
+request, restate-server's spans, the wake, the model call and the tool call in one trace; a
+child's wake linked to its parent's spawn; log lines with the ids of their span.
+
+The gateway and the endpoint export through `wire.py`, which keeps the links Phoenix drops
+and passes every export on to Phoenix."""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ import httpx
 import pytest
 
 from services.executor.scripted import script
+from services.settings import Settings
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
 from tests.fixtures.tools import started_path
 from tests.fixtures.trace_store import Span, TraceStore, trace_store
 from tests.gateway.test_stack import admin_key
+from tests.observe.wire import Wire, wire_to
 
 pytestmark = pytest.mark.durable
 
@@ -25,13 +31,12 @@ CALCULATE = script(
     {"calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
     {"reply": "It is {results}"},
 )
-FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
-"""Spans leave each process within 0.1 s of ending (the SDK's default is 5 s)."""
 
 
 @dataclass
 class Traced:
     store: TraceStore
+    wire: Wire
     stack: Stack
     http: httpx.Client
     key: str
@@ -63,14 +68,21 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TraceStore]:
 
 @contextlib.contextmanager
 def traced_stack(home: Path, store: TraceStore) -> Iterator[Traced]:
-    settings = isolated_settings(
-        home,
-        tool_modules=("tests.fixtures.tools",),
-        otlp_endpoint=store.http_url,
-        restate_tracing_endpoint=store.grpc_url,
-    )
+    with wire_to(store.http_url) as (wire, url):
+        settings = isolated_settings(
+            home,
+            tool_modules=("tests.fixtures.tools",),
+            otlp_endpoint=url,
+            restate_tracing_endpoint=store.grpc_url,
+        )
+        with _published(settings) as (stack, http, key):
+            yield Traced(store, wire, stack, http, key)
+
+
+@contextlib.contextmanager
+def _published(settings: Settings) -> Iterator[tuple[Stack, httpx.Client, str]]:
     with (
-        Stack(settings, env=FAST_EXPORT) as stack,
+        Stack(settings) as stack,
         httpx.Client(base_url=stack.gateway.url, timeout=30) as http,
     ):
         key = admin_key(settings, http)
@@ -80,7 +92,7 @@ def traced_stack(home: Path, store: TraceStore) -> Iterator[Traced]:
                 "kind": "calc",
                 "instructions": "Calculate.",
                 "model": "script",
-                "tools": ["calculator", "ledger"],
+                "tools": ["calculator", "ledger", "crash"],
             },
             headers={"Authorization": f"Bearer {key}"},
         )
@@ -92,7 +104,7 @@ def traced_stack(home: Path, store: TraceStore) -> Iterator[Traced]:
             headers={"Authorization": f"Bearer {key}"},
         )
         assert published.status_code == 201, published.text
-        yield Traced(store, stack, http, key)
+        yield stack, http, key
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +201,8 @@ def test_a_sigkill_mid_turn_leaves_one_span_per_attempt_and_none_twice(traced: T
         spans = traced.store.spans(trace_id)
         ids = {s.span_id for s in spans}
         steps = [*named(spans, "chat script"), *named(spans, "execute_tool ledger")]
-        linked = all(s.parent_id in ids for s in steps)
-        return spans if len(steps) >= 7 and linked else None
+        linked = all(s.parent_id in ids for s in [*steps, *named(spans, "wake")])
+        return spans if len(steps) >= 7 and named(spans, "wake") and linked else None
 
     try:
         spans = eventually(settled, 60, "the second attempt's spans in the store")
@@ -198,8 +210,10 @@ def test_a_sigkill_mid_turn_leaves_one_span_per_attempt_and_none_twice(traced: T
         held = outline(traced.store.spans(trace_id))
         raise AssertionError(f"{error}; the store has {held}") from None
     # restate-server retries the wake while the endpoint restarts: attempts that find it
-    # down run nothing, and make no span of ours.
+    # down run nothing, and make no span of ours. Each attempt has its one span.
     attempts = sorted(named(spans, "invocation-attempt Agent/{key}/wake"), key=start)
+    assert len({a.span_id for a in attempts}) == len(attempts) >= 2
+    assert len({s.span_id for s in spans}) == len(spans), "no span was exported twice"
     killed = attempts[0]
 
     def rounds(prefix: str) -> dict[str, list[int]]:
@@ -218,12 +232,13 @@ def test_a_sigkill_mid_turn_leaves_one_span_per_attempt_and_none_twice(traced: T
     assert tools == {rerun: [2, 3]}, "the killed step ran again in the new attempt, then the next"
     assert rerun in {a.span_id for a in attempts[1:]}
     parents = [w.parent_id for w in named(spans, "wake")]
-    assert set(parents) <= {rerun}, "the killed attempt's wake never ended; the new one's is there"
+    assert parents == [rerun], "the killed attempt's wake never ended; the new one's is there"
 
 
-def test_a_child_agent_and_its_report_name_the_other_end(traced: Traced) -> None:
+def test_a_child_agent_links_to_its_parents_spawn(traced: Traced) -> None:
     """restate-server starts a trace of its own for each one-way send: the child's wake and
-    the parent's wake on its report name the agent at the other end."""
+    the parent's wake on its report name the agent at the other end, and link to the
+    parent's span of the spawn, in the trace of the parent's message."""
     header, trace_id, _ = new_traceparent()
     child_task = script({"reply": "child is done"})
     parent = script(
@@ -245,7 +260,46 @@ def test_a_child_agent_and_its_report_name_the_other_end(traced: Traced) -> None
 
     found = eventually(wakes, 60, "the three wakes in the store")
     assert found["acme.parent", "Message"].trace_id == trace_id
-    spawned = found[child, "Message"].attributes
-    assert (spawned["teaspill.parent.agent"], spawned["teaspill.parent.turn"]) == ("acme.parent", 1)
-    reported = found["acme.parent", "ChildReport"].attributes
-    assert (reported["teaspill.child.agent"], reported["teaspill.child.turn"]) == (child, 1)
+    spawned = found[child, "Message"]
+    assert spawned.trace_id != trace_id, "the child's wake is in a trace of its own"
+    assert (
+        spawned.attributes["teaspill.parent.agent"],
+        spawned.attributes["teaspill.parent.turn"],
+    ) == ("acme.parent", 1)
+    reported = found["acme.parent", "ChildReport"]
+    assert (
+        reported.attributes["teaspill.child.agent"],
+        reported.attributes["teaspill.child.turn"],
+    ) == (child, 1)
+
+    (spawn,) = named(traced.store.spans(trace_id), "execute_tool spawn_agent")
+    assert spawn.attributes["teaspill.child.agent"] == child
+
+    def attempt() -> Span | None:
+        return {s.span_id: s for s in traced.store.spans(trace_id)}.get(spawn.parent_id or "")
+
+    spawning = eventually(attempt, 60, "the spawning attempt's span in the store")
+    assert spawning.name == "invocation-attempt Agent/{key}/wake"
+    sent = {s.span_id: s for s in traced.wire.spans()}
+    expected = {(trace_id, spawn.span_id)}
+    for wake, why in ((spawned, "spawned by"), (reported, "reported to")):
+        links = sent[wake.span_id].links
+        assert {(link.trace_id, link.span_id) for link in links} == expected, links
+        assert [link.attributes for link in links] == [{"teaspill.link": why}]
+
+
+def test_a_log_line_written_during_a_turn_carries_its_span(traced: Traced) -> None:
+    header, trace_id, _ = new_traceparent()
+    address = "acme.logged"
+    traced.send(address, script({"calls": [{"name": "crash"}]}, {"reply": "done"}), header)
+    traced.ended(address)
+
+    def tool_span() -> Span | None:
+        found = named(traced.store.spans(trace_id), "execute_tool crash")
+        return found[0] if found else None
+
+    tool = eventually(tool_span, 60, "the crashing tool's span in the store")
+    log = (traced.stack.settings.home / "logs" / "endpoint.log").read_text()
+    lines = [line for line in log.splitlines() if "The tool crash raised" in line]
+    assert len(lines) == 1, lines
+    assert f" ERROR services.tools.registry trace_id={trace_id} span_id={tool.span_id} " in lines[0]
