@@ -147,6 +147,21 @@ class ChildSpawned(msgspec.Struct, frozen=True, tag="child_spawned"):
     call_id: str
     child: str
     task: str
+    kind: str = ""
+    """The published kind the child runs, for a composition's stage; empty for a helper
+    that runs its parent's spec."""
+    stage: str = ""
+    """The composition's name for the stage (`stage 2: writer`, `branch 1: fr`, `merge:
+    editor`, `route: billing`, `pass 3: critic`)."""
+
+
+class HandedOff(msgspec.Struct, frozen=True, tag="handed_off"):
+    """A handoff composition passed the conversation to `kind`: the rest of the turn and
+    the agent's next messages are that kind's."""
+
+    from_kind: str
+    kind: str
+    version: int
 
 
 class ChildReported(msgspec.Struct, frozen=True, tag="child_reported"):
@@ -258,6 +273,7 @@ EventBody = (
     | ArtifactWritten
     | ChildSpawned
     | ChildReported
+    | HandedOff
     | Waiting
     | ApprovalRequested
     | ApprovalAnswered

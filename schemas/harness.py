@@ -12,7 +12,7 @@ from schemas.context import ContextState, FoldBlock
 from schemas.model import ModelReply, ModelRequest, Usage
 from schemas.questions import InputAnswer, InputAsked
 from schemas.spec import AgentSpec
-from schemas.wake import ParentRef
+from schemas.wake import ChildReport, ParentRef
 
 # --- commands -----------------------------------------------------------------------
 
@@ -71,10 +71,21 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     task: str
     depth: int
     spec: AgentSpec
-    """The child's spec: the parent's, with grants never wider."""
+    """The child's spec: the parent's, with grants never wider (unused with `kind`)."""
     budget: int = 0
     """The child's share of the message's agents: what it and its descendants may still
     bring into being."""
+    kind: str = ""
+    """A published kind the child runs instead (a composition's stage): its newest spec."""
+    stage: str = ""
+    """The composition's name for the stage (`stage 2: writer`), shown on the timeline."""
+
+
+class HandOff(msgspec.Struct, frozen=True, tag="hand_off"):
+    """The agent goes on as `kind` (its newest published spec): the rest of this turn and
+    the next messages are that kind's."""
+
+    kind: str
 
 
 class Refuse(msgspec.Struct, frozen=True, tag="refuse"):
@@ -132,6 +143,7 @@ Command = (
     | Recall
     | CallTool
     | Spawn
+    | HandOff
     | Refuse
     | AskApproval
     | Told
@@ -180,6 +192,13 @@ class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
     it was not: the sentence the model reads."""
 
 
+class Handover(msgspec.Struct, frozen=True, tag="handover"):
+    """The answer to `HandOff`: the kind's spec, or why there is none."""
+
+    spec: AgentSpec | None = None
+    problem: str = ""
+
+
 class Ack(msgspec.Struct, frozen=True, tag="ack"):
     pass
 
@@ -199,7 +218,7 @@ class Arrived(msgspec.Struct, frozen=True, tag="arrived"):
     hold: bool = False
 
 
-Result = ModelReply | ToolResult | Spawned | Ack | Summary | Arrived
+Result = ModelReply | ToolResult | Spawned | Handover | Ack | Summary | Arrived
 
 # --- state --------------------------------------------------------------------------
 
@@ -277,6 +296,9 @@ class TurnState(msgspec.Struct, frozen=True):
     """Time spent running in earlier wakes, for the wall-time budget."""
     usage: Usage = Usage()
     """Model tokens used so far, summed over finished model calls."""
+    reports: tuple[ChildReport, ...] = ()
+    """The reports of a composition's stages, as they arrived (kept only for a spec with a
+    composition: the loop reads its children's replies from its messages)."""
     arrived: tuple[ChatMessage, ...] = ()
     """Messages that joined the turn (`while_busy: steer`) while it waited: the turn's
     next round adds them to its messages, after what it waited for."""

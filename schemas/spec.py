@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from schemas.compose import Composition
 from schemas.sandbox import WorkspaceSettings
 
 Policy = Literal["allow", "ask", "deny"]
@@ -51,6 +52,7 @@ class Limits(msgspec.Struct, frozen=True):
 
 KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
 DEFAULT_HARNESS = "loop"
+COMPOSITION_HARNESS = "composition"
 MAX_INSTRUCTIONS = 32768
 
 LIMIT_BOUNDS: dict[str, tuple[float, float]] = {
@@ -121,6 +123,9 @@ class AgentSpec(msgspec.Struct, frozen=True):
     task first follows the turn's first round, and when that round asks the caller
     something (`ask_user`, an approval) the call answers "input required" instead; the call
     that answers it is the one answered with the task."""
+    composition: Composition | None = None
+    """Stages of other kinds this kind runs as children, as data (docs/multi-agent.md): a
+    spec with one is run by the `composition` harness."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from schemas.model import Usage
 from schemas.spec import AgentSpec, WhileBusy
 
 
@@ -94,6 +95,8 @@ class ChildReport(msgspec.Struct, frozen=True, tag="child_report"):
     span: SpanRef | None = None
     """The parent's span of the spawn (its `ParentRef.span`), which the wake on the report
     links to."""
+    usage: Usage = Usage()
+    """The model tokens the child's turn used (a composition counts them as its own)."""
 
 
 class Timer(msgspec.Struct, frozen=True, tag="timer"):

@@ -37,6 +37,7 @@ from schemas.spec import (
     Limits,
     grants,
 )
+from services.compositions import check_composition
 
 
 class SpecError(ValueError):
@@ -163,6 +164,7 @@ def _check(
         _limits_in_bounds(msgspec.structs.asdict(spec.limits), problems)
     if spec.input:
         _input_schema(spec.input, problems)
+    check_composition(spec, problems.add)
     if offer is not None:
         _offered(spec, offer, problems)
         _mcp_grants(spec, offer, tenant, problems)

@@ -17,6 +17,7 @@ workspace tools are durable calls to the `Workspace` service on the execution pl
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,12 +27,13 @@ import msgspec
 import restate
 
 from schemas.address import parse_address
-from schemas.chat import ToolCall, ToolDefinition
+from schemas.chat import ToolCall
 from schemas.events import (
     ApprovalRequested,
     ArtifactWritten,
     ChildSpawned,
     EventBody,
+    HandedOff,
     Outcome,
     ToolCalled,
     ToolFinished,
@@ -46,6 +48,8 @@ from schemas.harness import (
     CallModel,
     CallTool,
     Command,
+    HandOff,
+    Handover,
     Recall,
     RecordFold,
     Refuse,
@@ -66,11 +70,11 @@ from schemas.spec import grants
 from schemas.state import AgentRecord
 from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
 from schemas.wake import Message, ParentRef, SpanRef, Wake, WakeEnvelope
-from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall, workspace_tools
+from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.endings import ending, kept, status
-from services.agent.grants import PolicyError
+from services.agent.grants import PolicyError, definitions
 from services.agent.machine import (
     Drive,
     Effect,
@@ -132,12 +136,6 @@ class LocalModel(Protocol):
     invocation."""
 
     def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
-
-
-def definitions(tools: ToolRegistry, *, network: bool = False) -> tuple[ToolDefinition, ...]:
-    """Every tool a spec may grant: the registry's and the workspace tools (`run_command`
-    saying whether the spec's sandbox has the network)."""
-    return (*tools.definitions(), *workspace_tools(network=network))
 
 
 class Driver:
@@ -261,6 +259,8 @@ class Driver:
                 return await self._recall(step)
             case Spawn():
                 return await self._spawn(step, record)
+            case HandOff(kind=kind):
+                return await self._hand_off(kind)
             case Refuse(call=refused, reason=reason):
                 self._refused(refused.id, refused.name, refused.arguments, reason)
             case AskApproval(request_id=request_id, call=asked, asked=questions):
@@ -535,16 +535,22 @@ class Driver:
         )
         linked = span if span.span_id else None
         parent = ParentRef(self._address, turn.number, command.call.id, linked)
-        message = Message(
-            command.task,
-            spec=command.spec,
-            parent=parent,
-            depth=command.depth,
-            budget=command.budget,
-        )
+        spec, kind = (None, command.kind) if command.kind else (command.spec, None)
+        message = Message(command.task, spec, kind, parent, command.depth, command.budget)
         await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
-        self._add(ChildSpawned(command.call.id, command.child, command.task))
+        spawned = ChildSpawned(command.call.id, command.child, command.task, command.kind)
+        self._add(msgspec.structs.replace(spawned, stage=command.stage))
         return Spawned(command.child)
+
+    async def _hand_off(self, kind: str) -> Handover:
+        """The newest spec of `kind`, which the rest of the turn is checked against."""
+        spec = (await self._spec(kind)).spec
+        if spec is None:
+            return Handover(problem=f"No spec of kind {kind!r} is published for {self._tenant!r}.")
+        books, turn = self._books, self._books.turn
+        self._books = dataclasses.replace(books, turn=msgspec.structs.replace(turn, spec=spec))
+        self._add(HandedOff(turn.spec.kind, kind, spec.version))
+        return Handover(spec)
 
     async def _take_agent(self) -> str:
         """One agent more for a spawn, from the tenant's count; the sentence if refused."""

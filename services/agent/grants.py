@@ -8,11 +8,19 @@ approved) is refused with a sentence, whichever harness made it.
 
 from __future__ import annotations
 
-from schemas.chat import ToolCall
+from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import AwaitingApproval, TurnState
 from schemas.model import ModelRequest
 from schemas.spec import AgentSpec, granted, grants
+from schemas.workspace import workspace_tools
 from services.harness.builtins import RECALL, SPAWN, WAIT
+from services.tools.registry import ToolRegistry
+
+
+def definitions(tools: ToolRegistry, *, network: bool = False) -> tuple[ToolDefinition, ...]:
+    """Every tool a spec may grant: the registry's and the workspace tools (`run_command`
+    saying whether the spec's sandbox has the network)."""
+    return (*tools.definitions(), *workspace_tools(network=network))
 
 
 class PolicyError(Exception):

@@ -68,7 +68,7 @@ from services.agent.reaction import (
     TurnRan,
     TurnStopped,
 )
-from services.harness.loop import child_reported, is_pending
+from services.harness.children import child_reported, is_pending
 
 __all__ = [
     "Drive",
@@ -246,11 +246,12 @@ def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: boo
     """A sender waiting for the wake gets 404; a queued message is recorded as a turn that
     failed, so its sender can read why."""
     reason = missing_spec(address, message)
-    if direct:
+    if direct and message.parent is None:  # a child's parent hears of it in a report
         return Reaction(record, (RefuseWake(404, reason),))
     spec = AgentSpec(kind=message.kind or "", instructions="")
     number = record.turns + 1
-    turn = TurnState(number, spec, (ChatMessage(role="user", content=message.text),))
+    user = (ChatMessage(role="user", content=message.text),)
+    turn = TurnState(number, spec, user, parent=message.parent, depth=message.depth)
     started = Emit(
         number, 0, (TurnStarted(message.text, spec.kind, spec.version, None, message.id),)
     )
@@ -268,6 +269,7 @@ def missing_spec(address: str, message: Message) -> str:
 
 def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
     turn = ran.turn
+    record = msgspec.structs.replace(record, spec=turn.spec)  # a handoff's, from now on
     if ran.ending is not None:
         ended = _end(address, record, turn, *ran.ending)
         if ran.held is not None:
@@ -311,8 +313,9 @@ def _end(
     record, kept = _remembered(record, Segment(turn.number, turn.messages))
     effects += [Emit(turn.number, turn.round, (body,)), kept]
     if turn.parent is not None:
+        parent = turn.parent
         report = ChildReport(
-            address, turn.parent.turn, turn.parent.call_id, outcome, text, turn.parent.span
+            address, parent.turn, parent.call_id, outcome, text, parent.span, turn.usage
         )
         key = f"finished {address} {turn.number}"
         effects.append(SendWake(turn.parent.address, report, key=key))

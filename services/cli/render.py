@@ -21,6 +21,7 @@ from schemas.events import (
     ChildSpawned,
     ContextFolded,
     Event,
+    HandedOff,
     MessageQueued,
     MessageRejected,
     MessageSteered,
@@ -102,7 +103,8 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     ToolCalled: lambda e, b: f"calls {b.name}({_arguments(b.arguments)})",
     ToolFinished: lambda e, b: f"{b.name} → {b.status}: {short(b.content)}",
     ArtifactWritten: lambda e, b: f"wrote {b.path} ({b.size} bytes, sha256 {b.sha256[:12]})",
-    ChildSpawned: lambda e, b: f"spawned {b.child}",
+    ChildSpawned: lambda e, b: f"spawned {b.child}" + (f" ({b.stage})" if b.stage else ""),
+    HandedOff: lambda e, b: f"handed off from {b.from_kind} to {b.kind} (v{b.version})",
     ChildReported: lambda e, b: f"{b.child} finished ({b.outcome}): {short(b.reply)}",
     Waiting: lambda e, b: f"waiting for {', '.join(b.pending)}",
     ApprovalRequested: lambda e, b: (

@@ -7,7 +7,7 @@ keep for the next wake.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
 import msgspec
@@ -45,9 +45,9 @@ from schemas.harness import (
 from schemas.model import ModelReply, ModelRequest
 from schemas.questions import InputAnswer
 from schemas.spec import Policy, granted, grants, narrowed
-from schemas.wake import ChildReport
 from services.harness.asking import answer_text, asked_of, asked_together
 from services.harness.builtins import ASK_USER, BUILTIN_DEFINITIONS, RECALL, SPAWN, WAIT
+from services.harness.children import budget_left, share_of, spawn_problem
 from services.harness.context import (
     Budget,
     Current,
@@ -79,6 +79,8 @@ class TurnInput:
     """Sentences the model reads after its instructions: what the turn cannot offer of
     what its spec grants (an MCP server that could not be listed). They change with the
     tools shown, so the stable prefix changes only when those do."""
+    harnesses: Mapping[str, Callable[[TurnInput], Turn]] = field(default_factory=dict)
+    """The deployment's harnesses, by name: a handoff goes on in the new kind's."""
 
 
 class _View(msgspec.Struct, frozen=True):
@@ -206,22 +208,6 @@ def _answered(
     return (yield from _run_calls(given, turn, remaining, _policies(given, turn)))
 
 
-def child_reported(turn: TurnState, report: ChildReport) -> TurnState:
-    """Record a child's report on the turn that spawned it."""
-    pending = tuple(c for c in turn.pending if c.address != report.child)
-    message = ChatMessage(
-        role="tool",
-        name="child_report",
-        tool_call_id=report.call_id,
-        content=f"Helper {report.child} finished ({report.outcome}): {report.reply}",
-    )
-    return msgspec.structs.replace(turn, pending=pending, messages=(*turn.messages, message))
-
-
-def is_pending(turn: TurnState, child: str) -> bool:
-    return any(c.address == child for c in turn.pending)
-
-
 def _resume(turn: TurnState) -> TurnState:
     wait_call = _last_call(turn, WAIT)
     note = ChatMessage(
@@ -328,25 +314,17 @@ def _ask_user(
 def _spawn(
     given: TurnInput, turn: TurnState, call: ToolCall, index: int
 ) -> Generator[Command, Result, TurnState]:
-    limits = turn.spec.limits
     task = call.arguments.get("task")
     if not isinstance(task, str) or not task.strip():
         problem = "spawn_agent needs a non-empty string `task`."
-    elif turn.spawned >= limits.max_children:
-        problem = f"This turn has already started its limit of {limits.max_children} helpers."
-    elif turn.depth + 1 > limits.max_depth:
-        problem = f"Helpers may not be nested deeper than {limits.max_depth} levels."
-    elif (left := _budget(turn)) < 1:
-        problem = (
-            "No more helpers may be started: the message this work began with may bring "
-            f"at most {limits.max_descendants} agents into being in all, and this agent's "
-            "share of them is used up."
-        )
+    elif (found := spawn_problem(turn)) is not None:
+        problem = found
     else:
+        left = budget_left(turn)
         child = str(child_address(parse_address(given.address), turn.number, turn.round, index))
         wanted = call.arguments.get("tools")
         tools = [str(name) for name in wanted] if isinstance(wanted, list) else None
-        share = (left - 1) // 2  # the child's: half of what is left once it exists
+        share = share_of(left)
         spec = narrowed(turn.spec, tools)
         result = yield Spawn(call, child, task, turn.depth + 1, spec, share)
         assert isinstance(result, Spawned)
@@ -360,14 +338,6 @@ def _spawn(
         return _append(turn, _tool_message(call, note))
     yield Refuse(call, problem)
     return _append(turn, _tool_message(call, problem))
-
-
-def _budget(turn: TurnState) -> int:
-    """The agents this turn and its descendants may still bring into being: every agent
-    made is taken from exactly one turn's budget, so a message never makes more than its
-    spec's `max_descendants`, however its children run."""
-    whole = turn.spec.limits.max_descendants
-    return whole if turn.budget is None else min(turn.budget, whole)
 
 
 def _refusal(call: ToolCall, granted: dict[str, Policy]) -> str:

@@ -241,7 +241,9 @@ def test_a_childs_turn_reports_to_its_parent_with_an_idempotency_key() -> None:
     sends = [e for e in reaction.effects if isinstance(e, SendWake)]
     assert sends == [
         SendWake(
-            "acme.boss", ChildReport(ME, 4, "call_2", "succeeded", "done"), key=f"finished {ME} 1"
+            "acme.boss",
+            ChildReport(ME, 4, "call_2", "succeeded", "done", usage=turn(parent=parent).usage),
+            key=f"finished {ME} 1",
         )
     ]
 

@@ -80,7 +80,7 @@ def test_a_spec_kind_must_be_a_plain_name(stack: LiveStack) -> None:
         (
             {"kind": "k", "instructions": "x", "model": "script", "harness": "plann"},
             "field 'harness': this deployment has no harness 'plann'; did you mean 'plan'? "
-            "It offers: loop, plan",
+            "It offers: composition, loop, plan",
         ),
         ({"kind": "k", "instructions": "x", "version": 7}, "field 'version' (7) cannot be set"),
         (

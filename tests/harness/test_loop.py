@@ -33,8 +33,9 @@ from schemas.questions import InputAnswer, InputAsked, Question
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import ChildReport
 from services.executor.scripted import follow_directives, script
+from services.harness.children import child_reported
 from services.harness.inprocess import Recording, ToolRunner, run_in_process
-from services.harness.loop import TurnInput, child_reported, run_turn
+from services.harness.loop import TurnInput, run_turn
 from services.tools.builtin import CALCULATOR
 
 SPEC = AgentSpec(kind="test", instructions="Be brief.", model="script", tools=("calculator",))

@@ -76,7 +76,7 @@ def test_the_plan_counts_as_the_turns_first_round() -> None:
 
 
 def test_the_registry_starts_the_harness_the_spec_names() -> None:
-    assert set(BUILTIN_HARNESSES) == {"loop", "plan"}
+    assert set(BUILTIN_HARNESSES) == {"composition", "loop", "plan"}
     plain = msgspec.structs.replace(SPEC, harness="loop")
     first = next(start(BUILTIN_HARNESSES, given(PLANNED, plain)))
     assert isinstance(first, CallModel)
@@ -91,7 +91,7 @@ def test_a_harness_the_deployment_lacks_fails_the_turn_with_a_sentence() -> None
     turn = start(BUILTIN_HARNESSES, given("hi", spec))
     failed = next(turn)
     assert failed == Fail("This deployment has no harness 'gone' to run the turn; it offers: "
-                          "loop, plan.")  # fmt: skip
+                          "composition, loop, plan.")  # fmt: skip
     with pytest.raises(StopIteration) as stopped:
         turn.send(Ack())
     assert stopped.value.value == given("hi", spec).turn
