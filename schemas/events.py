@@ -216,9 +216,11 @@ class ApprovalRefused(msgspec.Struct, frozen=True, tag="approval_refused"):
 
 
 class StopRefused(msgspec.Struct, frozen=True, tag="stop_refused"):
-    """A stop that changed nothing: no turn was in progress when it arrived."""
+    """A stop that changed nothing: no turn was in progress when it arrived, or it named
+    a turn that was not the one in progress."""
 
-    reason: Literal["no_turn"] = "no_turn"
+    reason: Literal["no_turn", "other_turn"] = "no_turn"
+    """`other_turn`: the stop named a turn, and another one is in progress."""
     message: str = ""
 
 

@@ -101,6 +101,8 @@ class RunningWake(msgspec.Struct, frozen=True):
     invocation: str
     bell: str = ""
     queue_bell: str = ""
+    turn: int = 0
+    """The turn it drives; 0 in a value written before the number was kept."""
 
 
 class Bell(msgspec.Struct, frozen=True):

@@ -139,6 +139,10 @@ class Stop(msgspec.Struct, frozen=True, tag="stop"):
     """End the turn in progress as stopped."""
 
     by: str = ""
+    turn: int = 0
+    """The turn to stop; 0 for whichever is in progress. A stop naming a turn that is not
+    the one in progress stops nothing (`stop_refused`), so a stop meant for a turn that
+    just ended never reaches the next one."""
 
 
 class Pause(msgspec.Struct, frozen=True, tag="pause"):

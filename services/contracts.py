@@ -43,7 +43,7 @@ from schemas.tenant import (
     TokensSettled,
     TokensToday,
 )
-from schemas.wake import Arrival, Pause, WakeEnvelope
+from schemas.wake import Arrival, Pause, Stop, WakeEnvelope
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 
 In = TypeVar("In")
@@ -99,7 +99,7 @@ SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
 TENANT_SCHEDULES, TENANT_USAGE = "TenantSchedules", "TenantUsage"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
-STOP = Handler(AGENT, "stop", Empty, StopAnswer)
+STOP = Handler(AGENT, "stop", Stop, StopAnswer)
 ARRIVED = Handler(AGENT, "arrived", Arrival, Empty)
 """Shared: a message sent to `wake`, told to a turn running now (interrupt, steer, queue)."""
 PAUSE = Handler(AGENT, "pause", Pause, Empty)

@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.events import AgentStatus, StopAnswer, TimelinePage, TimelineQuery, WakeResult
 from schemas.spec import AgentSpec
-from schemas.wake import Arrival, Message, Wake, WakeEnvelope, acts_on_a_running_turn
+from schemas.wake import Arrival, Message, Stop, Wake, WakeEnvelope, acts_on_a_running_turn
 from services.contracts import ARRIVED, STATUS, STOP, TIMELINE, WAKE, Empty, Handler
 from services.observe import tracing
 
@@ -115,12 +115,13 @@ class Ingress:
     ) -> WakeResult:
         return self.wake(address, Message(text, spec=spec), key)
 
-    def stop(self, address: str) -> StopAnswer:
-        return self.call(STOP, Empty(), address)
+    def stop(self, address: str, turn: int = 0) -> StopAnswer:
+        """`turn`: stop only that turn (0: whichever is in progress)."""
+        return self.call(STOP, Stop(turn=turn), address)
 
     def send_stop(self, address: str) -> str:
         """One-way to the shared `stop` handler; the outcome lands on the timeline."""
-        return self.send(STOP, Empty(), address)
+        return self.send(STOP, Stop(), address)
 
     def status(self, address: str) -> AgentStatus:
         return self.call(STATUS, Empty(), address, patience=READ_TIMEOUT)

@@ -297,7 +297,7 @@ class Driver:
     async def _drive(self, turn: TurnState, record: AgentRecord) -> Input:
         """Run the harness until the turn pauses or ends; a stop (the invocation's
         cancellation) ends it as the books left it."""
-        self._bell = Doorbell(self._ctx, self._store, self._done)
+        self._bell = Doorbell(self._ctx, self._store, self._done, turn.number)
         if self._quotas.agents and self._uncounted:
             self._uncounted = False
             send(self._ctx, COUNT_AGENT, Empty(), key=self._tenant)

@@ -91,6 +91,7 @@ STOPPED = "Stopped on request."
 SUPERSEDED = "A newer message superseded this turn while it waited for an answer."
 INTERRUPTED = "Stopped by a newer message, which asked to interrupt the turn in progress."
 NOTHING_TO_STOP = "The agent has no turn in progress; there is nothing to stop."
+NOT_THAT_TURN = "Turn {turn} is not the turn in progress; the stop changed nothing."
 NOT_PAUSED = "The agent is not paused; there is nothing to resume."
 PARK, DEQUEUE = "park", "dequeue"
 BUSY = "The agent had a turn in progress, and the schedule skips a fire that finds it busy."
@@ -379,19 +380,32 @@ def _on_timer(address: str, record: AgentRecord, name: str, number: int) -> Reac
 def _on_control(address: str, record: AgentRecord, wake: Stop | Pause | Resume) -> Reaction:
     match wake:
         case Stop():
-            return _on_stop(address, record)
+            return _on_stop(address, record, wake)
         case Pause():
             return on_pause(record, wake)
         case Resume():
             return _on_resume(address, record, wake)
 
 
-def _on_stop(address: str, record: AgentRecord) -> Reaction:
+def stops(stop: Stop, turn: int) -> bool:
+    """Whether `stop` is for turn `turn` (the one in progress): a stop naming no turn is
+    for whichever is in progress, one naming another turn is for none. `turn` 0 (a running
+    wake named before its turn was kept) is taken to be the one named."""
+    return not stop.turn or not turn or stop.turn == turn
+
+
+def _on_stop(address: str, record: AgentRecord, stop: Stop) -> Reaction:
     """Stop a turn that waits or is parked. (A running turn is stopped by cancelling its
     invocation: see the `stop` handler.)"""
-    if record.turn is None:
-        refused = Emit(record.turns, 0, (StopRefused(message=NOTHING_TO_STOP),))
-        return Reaction(record, (refused,), note=NOTHING_TO_STOP)
+    if record.turn is None or not stops(stop, record.turn.number):
+        body = (
+            StopRefused("other_turn", NOT_THAT_TURN.format(turn=stop.turn))
+            if record.turn
+            else StopRefused(message=NOTHING_TO_STOP)
+        )
+        why = body.message
+        refused = Emit(*where(record), (body,))
+        return Reaction(record, (refused,), note=why)
     ended = _end(address, record, record.turn, "stopped", STOPPED)
     return _then(ended, _next(address, ended.record))
 

@@ -37,6 +37,7 @@ from services.agent.fork import (
     last_ended,
     source_of,
 )
+from services.agent.machine import stops
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
 from services.agent.store import Reader, Store, ring
@@ -124,18 +125,23 @@ def _controls(agent: restate.VirtualObject) -> None:
     """The shared handlers that reach a turn while its wake runs: stop, arrived, pause."""
 
     @agent.handler(name=STOP.name, kind="shared")
-    async def stop(ctx: restate.ObjectSharedContext) -> StopAnswer:
+    async def stop(ctx: restate.ObjectSharedContext, asked: Stop) -> StopAnswer:
+        """`asked` may name the turn to stop (an empty body, or one sent before a stop
+        carried a turn, stops whichever is in progress)."""
         address = _address(ctx.key())
+        wanted = asked or Stop()
         reader = Reader(ctx)
         stored = await reader.stored()
         record = stored.record
         running = await reader.running(stored)
-        if running:
+        if running and stops(wanted, running.turn):
             ctx.cancel_invocation(running.invocation)
             return StopAnswer(True, f"Stopping {address}'s running turn.")
         # The wake records the outcome on the timeline, for senders that do not wait.
-        send(ctx, WAKE, WakeEnvelope(Stop()), key=address)
-        if record.turn is not None:
+        send(ctx, WAKE, WakeEnvelope(wanted), key=address)
+        if running:
+            return StopAnswer(False, f"{address}'s running turn is not turn {wanted.turn}.")
+        if record.turn is not None and stops(wanted, record.turn.number):
             return StopAnswer(True, f"Stopping {address}'s turn, which waits for an answer.")
         return StopAnswer(False, f"{address} has no turn in progress; there is nothing to stop.")
 

@@ -205,11 +205,11 @@ class Store(Reader):
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
 
-    def set_running(self, invocation: str, bell: str, queue_bell: str) -> None:
+    def set_running(self, invocation: str, bell: str, queue_bell: str, turn: int) -> None:
         """Name the wake that runs a turn now and its bell (once per wake, and once more
         each time the bell rang). It stays named once the wake returns: the record it
         writes then says it finished (`Reader.running`)."""
-        running = RunningWake(invocation, bell, queue_bell)
+        running = RunningWake(invocation, bell, queue_bell, turn)
         if running != self._named:
             self._writer.set(RUNNING, running)
             self._running, self._named = invocation, running
@@ -289,8 +289,10 @@ class Store(Reader):
 class Doorbell:
     """The bells of the turn a wake drives (see the module's text)."""
 
-    def __init__(self, ctx: restate.ObjectContext, store: Store, done: Awaitable[Any]) -> None:
-        self._ctx, self._store, self._done = ctx, store, done
+    def __init__(
+        self, ctx: restate.ObjectContext, store: Store, done: Awaitable[Any], turn: int
+    ) -> None:
+        self._ctx, self._store, self._done, self._turn = ctx, store, done, turn
         self.steered: tuple[str, ...] = ()
         """Ids of the messages that joined the turn."""
         self.held: Pause | None = None
@@ -300,7 +302,7 @@ class Doorbell:
         self._bell: Awaitable[bytes] = first
         self._queue_bell: Awaitable[bytes] = second
         self._names = (bell, queue_bell)
-        store.set_running(ctx.request().id, *self._names)  # one state write for both
+        store.set_running(ctx.request().id, *self._names, turn)  # one state write for both
 
     def _hang(self, which: int) -> Awaitable[bytes]:
         """A new awakeable for bell `which` (0: steer or pause, 1: queue), named in
@@ -309,7 +311,7 @@ class Doorbell:
         names = list(self._names)
         names[which] = name
         self._names = (names[0], names[1])
-        self._store.set_running(self._ctx.request().id, *self._names)
+        self._store.set_running(self._ctx.request().id, *self._names, self._turn)
         return future
 
     async def _heard(self, which: int) -> Bell | None:

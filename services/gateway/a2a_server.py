@@ -241,7 +241,8 @@ class Tasks(RequestHandler):
                 raise TaskNotCancelableError(
                     f"task {params.id} has not started ({view.message}); cancel it once it runs"
                 )
-            await self.rt.ingress.stop(agent.address, f"a2a cancel {params.id}")
+            turn = view.started.turn
+            await self.rt.ingress.stop(agent.address, f"a2a cancel {params.id}", turn)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CANCEL_WAIT):
                     await _until_end(self.rt, agent, view.started.seq - 1, message_id)

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from schemas.spec import RESERVED_INPUT, AgentSpec
+from services.gateway.models import MAX_TEXT
 
 AGENT = {
     "type": "string",
@@ -46,15 +47,34 @@ def tool_schema(spec: AgentSpec) -> dict[str, Any]:
 
 def message_of(spec: AgentSpec | None, arguments: dict[str, Any]) -> object:
     """The text to send for a call's arguments: `message` for a kind without an input
-    schema (checked where it is sent), else the other arguments as JSON once they match
-    the schema; `InputError` with a sentence when they do not."""
+    schema, else the other arguments as JSON once they match the schema; `InputError`
+    with a sentence when they do not."""
     if spec is None or not spec.input:
-        return arguments.get("message")
+        return _message(arguments.get("message"), "message" in arguments)
     given = {k: v for k, v in arguments.items() if k not in RESERVED_INPUT}
     error = best_match(Draft202012Validator(spec.input).iter_errors(given))
     if error is not None:
         raise InputError(_sentence(spec.kind, error))
     return json.dumps(given, ensure_ascii=False, sort_keys=True)
+
+
+def _message(given: object, present: bool) -> str:
+    if not present:
+        raise InputError(
+            "message: the tool takes `message`, the text to send to the agent; this call has none."
+        )
+    if not isinstance(given, str):
+        shown = "null" if given is None else type(given).__name__
+        raise InputError(f"message: expected the text to send to the agent, a string; got {shown}.")
+    if not given:
+        raise InputError(
+            "message: the text to send to the agent is empty; send at least a character."
+        )
+    if len(given) > MAX_TEXT:
+        raise InputError(
+            f"message: {len(given)} characters; the most a message to an agent takes is {MAX_TEXT}."
+        )
+    return given
 
 
 class InputError(ValueError):

@@ -142,7 +142,8 @@ class TaskMethods:
                 types.INVALID_PARAMS,
                 f"task {view.task_id} has not started ({view.message}); cancel it once it runs",
             )
-        await self.rt.ingress.stop(agent.address, f"mcp cancel {view.task_id}")
+        turn = view.started.turn
+        await self.rt.ingress.stop(agent.address, f"mcp cancel {view.task_id}", turn)
         if modern:
             return {}
         with anyio.move_on_after(CANCEL_PATIENCE):

@@ -40,6 +40,7 @@ from services.gateway.mcp_methods import (
     stream_slot,
     turn_end,
 )
+from services.gateway.mcp_status import statused
 from services.gateway.mcp_tasks import (
     EXTENSION,
     UnknownTaskError,
@@ -107,7 +108,7 @@ class Mcp:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await StreamableHTTPASGIApp(self.manager)(scope, receive, send)
+        await StreamableHTTPASGIApp(self.manager)(scope, receive, statused(send))
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None

@@ -18,7 +18,7 @@ from schemas.lifecycle import ForkRequest
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
-from schemas.wake import Approval, Arrival, Message, Pause, Resume, WakeEnvelope
+from schemas.wake import Approval, Arrival, Message, Pause, Resume, Stop, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
     ADD_SCHEDULE,
@@ -87,10 +87,12 @@ class Upstream:
         send = self._client.send(WAKE, WakeEnvelope(answer), address, idempotency_key, QUICK)
         return await _answer(send)
 
-    async def stop(self, address: str, idempotency_key: str) -> str:
+    async def stop(self, address: str, idempotency_key: str, turn: int = 0) -> str:
         """One-way to the shared `stop` handler, which runs beside a running wake and
-        cancels it; a turn that waits is stopped by the wake it sends."""
-        return await _answer(self._client.send(STOP, Empty(), address, idempotency_key, QUICK))
+        cancels it; a turn that waits is stopped by the wake it sends. `turn`: stop only
+        that turn (0: whichever is in progress)."""
+        stop = Stop(turn=turn)
+        return await _answer(self._client.send(STOP, stop, address, idempotency_key, QUICK))
 
     async def pause(self, address: str, pause: Pause, idempotency_key: str) -> str:
         """One-way to the shared `pause` handler, which reaches a running turn at its next

@@ -15,12 +15,14 @@ from schemas.events import (
     ApprovalRequested,
     Event,
     ModelMessage,
+    StopRefused,
     ToolFinished,
     TurnEnded,
     TurnParked,
 )
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Approval, Message, Stop
+from services.agent.machine import NOTHING_TO_STOP
 from services.executor.scripted import script
 from services.ingress import IngressError
 from tests.durable.conftest import LiveStack, eventually
@@ -182,6 +184,21 @@ def test_stop_ends_a_waiting_turn_and_is_a_clear_no_op_on_an_idle_agent(
     assert "nothing to stop" in idle.message
     woken = stack.ingress.wake(address, Stop())
     assert "nothing to stop" in woken.note
+
+
+def test_a_stop_naming_an_ended_turn_never_stops_the_next_one(
+    stack: LiveStack, address: str
+) -> None:
+    stack.ingress.message(address, "first", GUARDED)
+    stack.ingress.send_wake(address, Message(script({"sleep": 3, "reply": "second done"})))
+    eventually(lambda: stack.ingress.status(address).state == "running" or None, 30, "turn 2")
+    answer = stack.ingress.stop(address, turn=1)
+    assert not answer.stopping
+    assert "not turn 1" in answer.message
+    ended = stack.wait_for_turn_end(address, 2, timeout=30)
+    assert (ended.outcome, ended.reply) == ("succeeded", "second done")
+    refused = eventually(lambda: bodies(stack, address, StopRefused) or None, 30, "the refusal")
+    assert refused == [StopRefused(message=NOTHING_TO_STOP)], "turn 2 had ended by then"
 
 
 def budget_spec(**limits: float) -> AgentSpec:

@@ -210,9 +210,13 @@ def test_a_message_that_is_not_text_gets_a_sentence(gw: GatewayStack) -> None:
 
     empty, missing = _mcp(gw, gw.key, call)
     assert empty.is_error
-    assert _text(empty) == "message: String should have at least 1 character"
+    assert _text(empty) == (
+        "message: the text to send to the agent is empty; send at least a character."
+    )
     assert missing.is_error
-    assert _text(missing).startswith("message: ")
+    assert _text(missing) == (
+        "message: the tool takes `message`, the text to send to the agent; this call has none."
+    )
 
 
 UNKNOWN = new_key("acme", "admin", CREATED)[0]

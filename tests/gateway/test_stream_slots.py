@@ -71,6 +71,28 @@ def refused(error: Any) -> None:
     assert error["message"].endswith(FULL), error
 
 
+def refused_429(gw: GatewayStack, version: str, method: str, params: dict[str, Any]) -> None:
+    """An MCP request past the key's slots: HTTP 429 with `Retry-After`, its body the
+    JSON-RPC error with the sentence."""
+    headers = {
+        **gw.auth,
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": version,
+        "Mcp-Method": method,
+    }
+    if version == "2026-07-28":  # without the Tasks extension: the call waits for its turn
+        meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {}}
+        params = {**params, "_meta": meta}
+        headers["Mcp-Name"] = str(params.get("name") or params.get("taskId"))
+    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": params}
+    response = gw.http.post("/mcp", json=body, headers=headers, timeout=120)
+    assert response.status_code == 429, response.text
+    assert response.headers["retry-after"] == "1"
+    answer = response.json()
+    assert answer["id"] == 9, answer
+    refused(answer["error"])
+
+
 def test_past_the_slots_waiting_requests_are_refused_until_the_listen_ends(
     gw: GatewayStack,
 ) -> None:
@@ -79,8 +101,10 @@ def test_past_the_slots_waiting_requests_are_refused_until_the_listen_ends(
     with ThreadPoolExecutor(1) as pool:
         listening: Future[list[Any]] = pool.submit(listen, gw, task_id, acknowledged)
         assert acknowledged.wait(60), "the listen was not acknowledged"
-        refused(rpc(gw, "tasks/result", {"taskId": task_id}))
-        refused(rpc(gw, "tools/call", {"name": "calc", "arguments": {"message": "hi"}}))
+        refused_429(gw, "2025-11-25", "tasks/result", {"taskId": task_id})
+        call = {"name": "calc", "arguments": {"message": "hi"}}
+        refused_429(gw, "2025-11-25", "tools/call", call)
+        refused_429(gw, "2026-07-28", "tools/call", call)
         status, resubscribed = a2a(gw, "tasks/resubscribe", {"id": task_id})
         refused(resubscribed.get("error"))
         status, sent = a2a(gw, "message/send", {"message": _message("hi", "s1")})
@@ -105,7 +129,7 @@ def test_a_call_that_waits_for_its_turn_holds_the_slot_until_it_answers(
         (started,) = gw.wait_for(address, "turn_started")
         assert isinstance(started.body, TurnStarted)
         task_id = f"{address}/{started.body.message_id}"
-        refused(rpc(gw, "tasks/result", {"taskId": task_id}))
+        refused_429(gw, "2025-11-25", "tasks/result", {"taskId": task_id})
         stopped = gw.http.post(f"/v1/agents/{address}/stop", headers=gw.auth)
         assert stopped.status_code == 202, stopped.text
         answered = calling.result(timeout=120)
