@@ -182,7 +182,7 @@ export class AgentPage {
       if (asked) this.view.invalidate(asked);
     }
     if (b.type === "child_spawned") {
-      this.children.set(event.turn, [...(this.children.get(event.turn) || []), b.child]);
+      this.children.set(event.turn, [...(this.children.get(event.turn) || []), b]);
       const ended = this.endings.get(event.turn);
       if (ended) this.view.invalidate(ended);
     }

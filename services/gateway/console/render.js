@@ -68,8 +68,10 @@ const BODIES = {
     [kind("tool result"), h("span", { class: b.status === "ok" ? "good" : "bad" },
       `${b.name} → ${b.status === "error" ? "refused or failed" : b.status}`), `: ${oneLine(b.content, 70)}`],
     cut(b.content)),
-  child_spawned: (e, b) => h("div", {}, kind("spawned"), h("a", { href: agentHref(b.child) }, b.child),
-    `: ${oneLine(b.task)}`),
+  child_spawned: (e, b) => h("div", {}, kind(b.stage || "spawned"), h("a", { href: agentHref(b.child) }, b.child),
+    b.kind ? h("span", { class: "usage" }, ` runs ${b.kind}`) : null, `: ${oneLine(b.task)}`),
+  handed_off: (e, b) => h("div", {}, kind("handed off"), `from ${b.from_kind} to `,
+    h("strong", {}, b.kind), h("span", { class: "usage" }, ` v${b.version}: the next messages go to it`)),
   child_reported: (e, b) => h("div", {}, kind("child reported"), h("a", { href: agentHref(b.child) }, b.child),
     ` ${b.outcome}: `, h("span", { class: "text" }, b.reply)),
   waiting: (e, b) => h("div", {}, kind("waiting"), `for ${b.pending.join(", ")}`),
@@ -105,8 +107,15 @@ function turnEnded(e, b, context) {
   return h("div", {}, kind(`turn ${e.turn}`), h("span", { class: cls }, `ended ${b.outcome}`),
     b.reason ? h("span", { class: "reason" }, `: ${b.reason}`) : null,
     h("div", { class: "usage" }, usage(b.usage)),
-    children.length ? h("div", { class: "usage" }, "children: ",
-      children.map((c, i) => [i ? ", " : "", h("a", { href: agentHref(c) }, c)])) : null);
+    children.length ? tree(children) : null);
+}
+
+// The turn's children as a tree: one branch per child, its stage when a composition
+// started it; each child's own page draws its children the same way.
+function tree(children) {
+  return h("ul", { class: "tree", "aria-label": "children" },
+    children.map((c) => h("li", {}, c.stage ? h("span", { class: "kind" }, c.stage) : null,
+      h("a", { href: agentHref(c.child) }, c.child), c.kind ? h("span", { class: "usage" }, ` (${c.kind})`) : null)));
 }
 
 function approvalRequested(e, b, context) {
