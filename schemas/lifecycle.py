@@ -5,6 +5,9 @@ Evolving this schema: add optional fields with defaults only (old payloads must 
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
+
 import msgspec
 
 from schemas.context import ContextState, Segment
@@ -56,3 +59,60 @@ class WorkspaceFork(msgspec.Struct, frozen=True):
 
 class Copied(msgspec.Struct, frozen=True):
     files: int = 0
+
+
+class ErasureRequest(msgspec.Struct, frozen=True):
+    """Erase one agent (`address`, with the agents it spawned) or, without it, the whole
+    tenant the `Lifecycle` object is keyed by. `by`: who asked, recorded."""
+
+    address: str = ""
+    by: str = ""
+
+
+class ErasureTargets(msgspec.Struct, frozen=True):
+    """What an erasure removes, found before anything is removed: names and digests only."""
+
+    agents: tuple[str, ...] = ()
+    effects: tuple[str, ...] = ()
+    """The `Effects` keys (digests) of the agents' side-effecting calls."""
+    artifacts: tuple[str, ...] = ()
+    """sha256 digests of artifacts only these agents wrote."""
+    hooks: tuple[str, ...] = ()
+    events: int = 0
+
+
+class WorkspaceErase(msgspec.Struct, frozen=True):
+    """The input of `Workspace.erase`."""
+
+    agents: tuple[str, ...] = ()
+    artifacts: tuple[str, ...] = ()
+
+
+class Erased(msgspec.Struct, frozen=True):
+    """How much one step of an erasure removed."""
+
+    workspaces: int = 0
+    artifacts: int = 0
+    invocations: int = 0
+    keys: int = 0
+
+
+class ErasureRecord(msgspec.Struct, frozen=True):
+    """One erasure: who asked, when, what it removed, by name and count (never content)."""
+
+    at: datetime
+    by: str
+    what: Literal["agent", "tenant"]
+    target: str
+    agents: tuple[str, ...] = ()
+    events: int = 0
+    workspaces: int = 0
+    artifacts: int = 0
+    invocations: int = 0
+    """Restate invocations killed or purged (journals and retained results)."""
+    state_keys: int = 0
+    """Objects whose Restate state was cleared."""
+
+
+class ErasureList(msgspec.Struct, frozen=True):
+    records: tuple[ErasureRecord, ...] = ()

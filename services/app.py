@@ -28,6 +28,7 @@ from services.executor.service import model_service
 from services.hooks.object import hooks
 from services.hooks.tenant import tenant_hooks
 from services.ingress import AsyncIngress
+from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
 from services.mcp.hub import McpHub
@@ -97,6 +98,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         tenant_schedules,
         tenant_usage,
         projector_service(projection, config.ingress_url, config.admin_url),
+        lifecycle_object(projection, config.admin_url),
     ]
     closers.insert(0, projection.close)
 

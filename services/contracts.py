@@ -23,7 +23,19 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
-from schemas.lifecycle import Copied, ForkQuery, ForkRequest, ForkSource, WorkspaceFork
+from schemas.lifecycle import (
+    Copied,
+    Erased,
+    ErasureList,
+    ErasureRecord,
+    ErasureRequest,
+    ErasureTargets,
+    ForkQuery,
+    ForkRequest,
+    ForkSource,
+    WorkspaceErase,
+    WorkspaceFork,
+)
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
@@ -97,6 +109,7 @@ AGENT, TENANT, PROJECTOR, MODEL = "Agent", "Tenant", "Projector", "Model"
 WORKSPACE, EFFECTS = "Workspace", "Effects"
 SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
 TENANT_SCHEDULES, TENANT_USAGE = "TenantSchedules", "TenantUsage"
+LIFECYCLE = "Lifecycle"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Stop, StopAnswer)
@@ -162,9 +175,17 @@ REBUILD_KEY = "all"
 """The one key `rebuild` runs under, so two rebuilds never overlap."""
 
 GENERATE = Handler(MODEL, "generate", ModelRequest, ModelReply, keyed=False)
+FORGET = Handler(MODEL, "forget", ErasureTargets, Empty, keyed=False)
+"""Drops erased agents' prompt-cache entries, in the models of the process it reaches."""
 
 WORKSPACE_CALL = Handler(WORKSPACE, "call", WorkspaceCall, WorkspaceReply, keyed=False)
 WORKSPACE_FORK = Handler(WORKSPACE, "fork", WorkspaceFork, Copied, keyed=False)
+WORKSPACE_ERASE = Handler(WORKSPACE, "erase", WorkspaceErase, Erased, keyed=False)
+
+ERASE_AGENT = Handler(LIFECYCLE, "erase_agent", ErasureRequest, ErasureRecord)
+"""Keyed by the tenant, like every `Lifecycle` handler: one agent and those it spawned."""
+ERASE_TENANT = Handler(LIFECYCLE, "erase_tenant", ErasureRequest, ErasureRecord)
+ERASURES = Handler(LIFECYCLE, "erasures", Empty, ErasureList)
 BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
 """Keyed by the digest of an idempotency key: the first begin is the one that may act."""
 FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)

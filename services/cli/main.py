@@ -208,6 +208,7 @@ def parser() -> argparse.ArgumentParser:
     schedules.commands(verbs)
     hooks.commands(verbs)
     evals.commands(verbs)
+    lifecycle.commands(verbs)
     _admin_commands(verbs)
     return cli
 

@@ -17,9 +17,10 @@ tenant's prompt token by token from the cached-token count or the time of its ca
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -122,10 +123,30 @@ class AgentCache:
         self.store = store
         self.stats = CacheStats()
         self._holder: str | None = None
+        self._forgotten: set[str] = set()
+        self._forgetting = threading.Lock()
+
+    def forget(self, agents: Iterable[str]) -> None:
+        """Drop what is kept of `agents` (erased): their saved prefixes, and the sequence
+        the model holds if it is one of theirs. Done before the model's next call, on the
+        thread that makes it, so no call is evaluating the sequence meanwhile."""
+        with self._forgetting:
+            self._forgotten.update(agents)
+
+    def _drop_forgotten(self) -> None:
+        with self._forgetting:
+            forgotten, self._forgotten = self._forgotten, set()
+        for agent in forgotten:
+            self.store.discard(agent)
+        if self._holder in forgotten:
+            self._sequence.clear()
+            self._holder = None
 
     def prepare(self, agent: str, tokens: Sequence[int]) -> None:
         """Make the model hold the longest prefix of `tokens` it can: what it holds now
         (if it holds it for `agent`'s tenant), or `agent`'s saved prefix; else nothing."""
+        if self._forgotten:
+            self._drop_forgotten()
         if agent == self._holder:
             return
         started = time.perf_counter()

@@ -4,7 +4,7 @@ boundary: a model step names its models, and the execution plane looks them up h
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -67,6 +67,18 @@ class ModelRegistry:
 
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self._entries))
+
+    def forget(self, agents: Sequence[str]) -> int:
+        """Drop erased agents' prompt-cache entries in every model started (a model
+        served by a worker whose executor keeps an `AgentCache`); how many caches."""
+        caches = 0
+        for runner in self._runners.values():
+            cache = getattr(getattr(runner, "executor", None), "cache", None)
+            forget = getattr(cache, "forget", None)
+            if callable(forget):
+                forget(agents)
+                caches += 1
+        return caches
 
     def trust(self, name: str) -> Trust:
         return self._entry(name).trust

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 import restate
@@ -75,6 +75,10 @@ class ModelRunner:
         self._models = models
         self._live = live
         self._tenants = frozenset(local_only_tenants)
+
+    def forget(self, agents: Sequence[str]) -> int:
+        """Drop erased agents' prompt-cache entries (`ModelRegistry.forget`)."""
+        return self._models.forget(agents)
 
     async def step(self, ctx: restate.Context, request: ModelRequest) -> ModelReply:
         """The round's model step, as journaled steps of `ctx`'s invocation."""

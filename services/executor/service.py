@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import restate
 
+from schemas.lifecycle import ErasureTargets
 from schemas.model import ModelReply, ModelRequest
-from services.contracts import GENERATE, MODEL
+from services.contracts import FORGET, GENERATE, MODEL, Empty
 from services.executor.runner import ModelRunner
 
 GENERATION_TIMEOUT = timedelta(minutes=15)
@@ -26,5 +27,11 @@ def model_service(runner: ModelRunner) -> restate.Service:
     @service.handler(name=GENERATE.name)
     async def generate(ctx: restate.Context, request: ModelRequest) -> ModelReply:
         return await runner.step(ctx, request)
+
+    @service.handler(name=FORGET.name)
+    async def forget(ctx: restate.Context, erased: ErasureTargets) -> Empty:
+        """Drop erased agents' prompt-cache entries (in this process's models)."""
+        runner.forget(erased.agents)
+        return Empty()
 
     return service

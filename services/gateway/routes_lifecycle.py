@@ -1,4 +1,5 @@
-"""An agent's lifecycle: fork it from any event of its timeline."""
+"""An agent's lifecycle: fork it from any event of its timeline; delete an agent, or erase
+the whole tenant (admin keys)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import Field
 
-from schemas.lifecycle import ForkRequest
+from schemas.lifecycle import ErasureRecord, ErasureRequest, ForkRequest
 from services.gateway import service
-from services.gateway.auth import Owned, own, owned
+from services.gateway.auth import Owned, Principal, own, owned, require
 from services.gateway.models import Strict
 from services.gateway.openapi import errors
 from services.gateway.runtime import Runtime, runtime
@@ -61,3 +62,53 @@ async def fork_agent(
         turn=status.turn,
         events_url=service.events_url(target.address, 0),
     )
+
+
+class ErasureOut(Strict):
+    at: str
+    by: str
+    what: str
+    target: str
+    agents: list[str]
+    events: int
+    workspaces: int
+    artifacts: int
+    invocations: int
+    state_keys: int
+
+
+def erasure_out(record: ErasureRecord) -> ErasureOut:
+    return ErasureOut(
+        at=record.at.isoformat(),
+        by=record.by,
+        what=record.what,
+        target=record.target,
+        agents=list(record.agents),
+        events=record.events,
+        workspaces=record.workspaces,
+        artifacts=record.artifacts,
+        invocations=record.invocations,
+        state_keys=record.state_keys,
+    )
+
+
+@router.delete("/v1/agents/{address}", responses=errors(400, 401, 403, 404, 503))
+async def delete_agent(agent: Annotated[Owned, Depends(owned("admin"))], rt: Rt) -> ErasureOut:
+    """Delete the agent and the agents it spawned, for good: what they have in flight is
+    killed, and their Restate state, timeline, history, projection rows, workspaces,
+    artifacts only they wrote, effect records and finished invocations are removed. The
+    answer is the erasure's record (names and counts, no content)."""
+    await service.known(rt, agent.address)
+    by = signature(agent.caller.key_id, agent.caller.key_name)
+    request = ErasureRequest(agent.address, by)
+    return erasure_out(await rt.ingress.erase(agent.caller.tenant, request))
+
+
+@router.delete("/v1/tenant", responses=errors(401, 403, 503))
+async def erase_tenant(
+    caller: Annotated[Principal, Depends(require("admin"))], rt: Rt
+) -> ErasureOut:
+    """Erase the key's whole tenant: every agent as a delete does, then its specs, keys
+    (this one too), webhooks, schedules and counts. The answer is the erasure's record."""
+    by = signature(caller.key_id, caller.key_name)
+    return erasure_out(await rt.ingress.erase(caller.tenant, ErasureRequest("", by)))

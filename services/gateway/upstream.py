@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
-from schemas.lifecycle import ForkRequest
+from schemas.lifecycle import ErasureRecord, ErasureRequest, ForkRequest
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -26,6 +26,8 @@ from services.contracts import (
     CREATE_HOOK,
     DELETE_HOOK,
     DELIVER,
+    ERASE_AGENT,
+    ERASE_TENANT,
     FORK,
     GET_HOOK,
     KEYS,
@@ -48,7 +50,8 @@ T = TypeVar("T")
 QUICK = 5.0
 """Seconds to wait for Restate to accept a send, or for a read-only handler."""
 FORK_PATIENCE = 120.0
-"""Seconds a fork may take: it copies the source's events and workspace."""
+"""Seconds a fork or an erasure may take: a fork copies the source's events and workspace,
+an erasure waits for what it killed to end."""
 
 
 class IngressUnavailableError(ApiError):
@@ -106,6 +109,11 @@ class Upstream:
     async def fork(self, address: str, request: ForkRequest) -> AgentStatus:
         """The new agent `address`, made a fork of `request.source`: its answer once made."""
         return await _answer(self._client.call(FORK, request, address, patience=FORK_PATIENCE))
+
+    async def erase(self, tenant: str, request: ErasureRequest) -> ErasureRecord:
+        """Erase one agent (`request.address`) or the whole tenant; the erasure's record."""
+        handler = ERASE_AGENT if request.address else ERASE_TENANT
+        return await _answer(self._client.call(handler, request, tenant, patience=FORK_PATIENCE))
 
     async def publish(self, tenant: str, spec: AgentSpec) -> PublishedSpec:
         return await _answer(self._client.call(PUBLISH, spec, tenant))

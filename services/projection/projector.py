@@ -31,7 +31,7 @@ from services.ingress import AsyncIngress
 from services.observe import tracing
 from services.projection.catalog import Decided
 from services.projection.rebuild import rebuild_from_restate
-from services.projection.store import ProjectionStore
+from services.projection.store import Erasable, ProjectionStore
 
 T = TypeVar("T")
 log = logging.getLogger("teaspill.projection")
@@ -146,6 +146,17 @@ class Projection:
             await self._close_store()
             await asyncio.to_thread(_remove, self.path)
             return await fill(await self._reopen())
+
+    async def erasable(self, prefix: str) -> Erasable:
+        async with self._lock:
+            return await (await self._current()).erasable(prefix)
+
+    async def erase(self, prefix: str, *, tenant: str | None = None) -> None:
+        """Delete the rows of the agents `prefix` names (and a `tenant`'s specs and keys)
+        between two group commits."""
+        async with self._lock:
+            await (await self._current()).erase(prefix, tenant=tenant)
+            self._held.clear()
 
     async def close(self) -> None:
         """For good: a write after this fails, and Restate retries it elsewhere or later."""

@@ -91,6 +91,14 @@ class AgentRow:
 
 
 @dataclass(frozen=True)
+class Erasable:
+    agents: tuple[str, ...]
+    idempotency_keys: tuple[str, ...]
+    artifacts: tuple[str, ...]
+    events: int
+
+
+@dataclass(frozen=True)
 class Page:
     events: list[Event]
     full: bool
@@ -390,6 +398,66 @@ class ProjectionStore:
             cursor = await self._db.execute(f"select * from {table} order by {order}")  # noqa: S608
             tables[table] = [tuple(row) for row in await cursor.fetchall()]
         return tables
+
+    # --- erasure (the projector's writer only) ----------------------------------------
+
+    async def erasable(self, prefix: str) -> Erasable:
+        """What the projection holds of the agents `prefix` names (one agent and the agents
+        under it, or a whole tenant): their addresses, the ledger keys of their tool calls,
+        and the artifacts no other agent wrote."""
+        under = (prefix, len(prefix) + 1, f"{prefix}.")
+        where = "(agent = ? or substr(agent, 1, ?) = ?)"
+        agents = await self._db.execute_fetchall(
+            f"select distinct agent from events where {where}"  # noqa: S608
+            " union select address from agents where address = ? or substr(address, 1, ?) = ?",
+            (*under, *under),
+        )
+        calls = await self._db.execute_fetchall(
+            f"select agent, turn, json_extract(cast(event as text), '$.round'),"  # noqa: S608
+            " json_extract(cast(event as text), '$.body.call_id') from events"
+            f" where type = 'tool_called' and {where}",
+            under,
+        )
+        artifacts = await self._db.execute_fetchall(
+            "select distinct json_extract(cast(event as text), '$.body.sha256') from events e"  # noqa: S608
+            f" where type = 'artifact_written' and {where.replace('agent', 'e.agent')}"
+            " and not exists (select 1 from events o where o.type = 'artifact_written'"
+            " and not (o.agent = ? or substr(o.agent, 1, ?) = ?) and"
+            " json_extract(cast(o.event as text), '$.body.sha256')"
+            " = json_extract(cast(e.event as text), '$.body.sha256'))",
+            (*under, *under),
+        )
+        count = await self._db.execute_fetchall(
+            f"select count(*) from events where {where}",  # noqa: S608
+            under,
+        )
+        return Erasable(
+            tuple(sorted(str(r[0]) for r in agents)),
+            tuple(f"{a}/t{t}/r{r}/{c}" for a, t, r, c in calls),
+            tuple(sorted(str(r[0]) for r in artifacts if r[0])),
+            int(next(iter(count))[0]),
+        )
+
+    async def erase(self, prefix: str, *, tenant: str | None = None) -> None:
+        """Delete every row of the agents `prefix` names (and, for a `tenant`, its specs and
+        keys), overwriting what they held (`secure_delete`), then checkpoint the WAL so no
+        copy of the pages is left in it."""
+        under = (prefix, len(prefix) + 1, f"{prefix}.")
+        statements: list[tuple[str, Sequence[tuple[Any, ...]]]] = [
+            ("delete from events where agent = ? or substr(agent, 1, ?) = ?", [under]),
+            ("delete from agents where address = ? or substr(address, 1, ?) = ?", [under]),
+        ]
+        if tenant is not None:
+            statements += [
+                ("delete from specs where tenant = ?", [(tenant,)]),
+                ("delete from keys where tenant = ?", [(tenant,)]),
+            ]
+        await self._db.execute_fetchall("pragma secure_delete = on")
+        try:
+            await self._in_thread(_transaction, statements)
+        finally:
+            await self._db.execute_fetchall("pragma secure_delete = off")
+        await self._db.execute_fetchall("pragma wal_checkpoint(truncate)")
 
     async def _one_or_none(self, sql: str, *args: object) -> tuple[Any, ...] | None:
         cursor = await self._db.execute(sql, args)

@@ -15,12 +15,12 @@ from datetime import timedelta
 import restate
 
 from schemas.effects import Finished
-from schemas.lifecycle import Copied, WorkspaceFork
+from schemas.lifecycle import Copied, Erased, WorkspaceErase, WorkspaceFork
 from schemas.workspace import WorkspaceCall, WorkspaceReply
-from services.contracts import WORKSPACE, WORKSPACE_CALL, WORKSPACE_FORK
+from services.contracts import WORKSPACE, WORKSPACE_CALL, WORKSPACE_ERASE, WORKSPACE_FORK
 from services.durable import step_options
 from services.effects.ledger import EffectLedger
-from services.workspace.lifecycle import copy_workspace
+from services.workspace.lifecycle import copy_workspace, erase_artifacts, erase_workspaces
 from services.workspace.tools import WorkspaceHost, unknown
 
 CALL_TIMEOUT = timedelta(minutes=15)
@@ -66,6 +66,13 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
             raise
         return reply
 
+    _lifecycle(service, host)
+    return service
+
+
+def _lifecycle(service: restate.Service, host: WorkspaceHost) -> None:
+    """A fork's copy of a workspace, and the erasure of workspaces and artifacts."""
+
     @service.handler(name=WORKSPACE_FORK.name)
     async def fork(ctx: restate.Context, request: WorkspaceFork) -> Copied:
         """A fork's own copy of its source's workspace, as it is now."""
@@ -77,4 +84,12 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
 
         return await ctx.run_typed("copy", copy, step_options(Copied))
 
-    return service
+    @service.handler(name=WORKSPACE_ERASE.name)
+    async def erase(ctx: restate.Context, request: WorkspaceErase) -> Erased:
+        """Remove the agents' workspaces and the artifacts only they wrote."""
+
+        def remove() -> Erased:
+            workspaces = erase_workspaces(host.home, request.agents)
+            return Erased(workspaces, erase_artifacts(host.store, request.artifacts))
+
+        return await ctx.run_typed("erase", remove, step_options(Erased))

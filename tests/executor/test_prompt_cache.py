@@ -217,3 +217,19 @@ def test_another_tenants_first_call_reports_no_tokens_only_one_tenant_sent(
     assert sibling.usage.cached_tokens == prompt - 1, "within a tenant the prefix is shared"
     assert probe.usage.cached_tokens == 0, "nothing of acme's prompt served to evil"
     assert again.usage.cached_tokens == prompt - 1, "its own, once it sent it"
+
+
+def test_a_forgotten_agent_leaves_nothing_in_the_cache_by_the_next_call() -> None:
+    sequence = FakeSequence()
+    cache = AgentCache(sequence, PrefixStore(capacity=10_000))
+    for agent, prompt in (("t.gone", [7, 8]), ("t.kept", [1, 2, 3]), ("t.gone", [7, 8, 9])):
+        cache.prepare(agent, prompt)
+        sequence.evaluate(prompt)
+
+    cache.forget(["t.gone"])
+    assert cache.store.get("t.gone") is not None, "nothing changes until the next call"
+    cache.prepare("t.new", [7, 8, 9, 10])
+
+    assert cache.store.get("t.gone") is None, "its saved prefix is dropped"
+    assert sequence.evaluate([7, 8, 9, 10]) == 0, "its held prefix is lent to no one"
+    assert cache.store.get("t.kept") is not None

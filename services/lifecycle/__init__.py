@@ -1,0 +1,1 @@
+"""Lifecycle: erasing agents and tenants, and backups of a whole installation."""

@@ -1,0 +1,204 @@
+"""The `Lifecycle` object, keyed by tenant: erasing one agent (with the agents it spawned)
+or a whole tenant, and the record of each erasure.
+
+An erasure is one invocation of journaled steps, so one interrupted by a crash goes on
+where it stopped. Its steps, in order:
+
+1. find what to remove, before anything is removed: the agents (in Restate's state, and in
+   the projection), the ledger keys of their side-effecting calls, the artifacts no other
+   agent wrote, and (for a tenant) its webhooks;
+2. kill every invocation of those objects that has not finished (queued ones first), so
+   nothing in flight writes again;
+3. clear their Restate state (the admin API), and wait until the state table holds none;
+4. remove their workspaces and those artifacts (the execution plane's `Workspace.erase`),
+   and their prompt-cache entries (`Model.forget`);
+5. delete their projection rows, overwritten in the file, the WAL checkpointed;
+6. purge the finished invocations of those objects (their journals and retained results);
+7. record who asked, when and what was removed, by name and count.
+
+The journal of the erasure holds names, digests and counts only. What is left afterwards,
+and for how long, is in docs/operations.md ("Delete and erase").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+import msgspec
+import restate
+
+from schemas.address import InvalidAddressError, parse_address
+from schemas.hook import HookSpec
+from schemas.lifecycle import (
+    Erased,
+    ErasureList,
+    ErasureRecord,
+    ErasureRequest,
+    ErasureTargets,
+    WorkspaceErase,
+)
+from services.contracts import (
+    AGENT,
+    EFFECTS,
+    ERASE_AGENT,
+    ERASE_TENANT,
+    ERASURES,
+    FORGET,
+    HOOKS,
+    LIFECYCLE,
+    PROJECTOR,
+    SCHEDULES,
+    TENANT,
+    TENANT_HOOKS,
+    TENANT_SCHEDULES,
+    TENANT_USAGE,
+    WORKSPACE_ERASE,
+    Empty,
+)
+from services.durable import call, step_options
+from services.lifecycle.restate_admin import RestateAdminApi, Target
+from services.projection.projector import Projection
+
+log = logging.getLogger("teaspill.lifecycle")
+AdminWork = Callable[[RestateAdminApi], Erased]
+RECORDS = "erasures"
+KEEP_RECORDS = 1000
+PER_AGENT = (AGENT, SCHEDULES, PROJECTOR)
+"""The objects keyed by an agent's address."""
+PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, LIFECYCLE)
+"""The objects keyed by the tenant (its `Lifecycle` state, the erasure records, is kept)."""
+
+
+def lifecycle_object(projection: Projection, admin_url: str) -> restate.VirtualObject:
+    lifecycle = restate.VirtualObject(
+        LIFECYCLE,
+        description="Erases agents and tenants, and records each erasure.",
+        inactivity_timeout=timedelta(minutes=5),
+    )
+    eraser = Eraser(projection, admin_url)
+
+    @lifecycle.handler(name=ERASE_AGENT.name)
+    async def erase_agent(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
+        try:
+            address = str(parse_address(request.address))
+        except InvalidAddressError as error:
+            raise restate.TerminalError(str(error), 400) from error
+        if parse_address(address).tenant != ctx.key():
+            raise restate.TerminalError(f"{address} is not an agent of tenant {ctx.key()}.", 403)
+        return await eraser.erase(ctx, "agent", address, request.by)
+
+    @lifecycle.handler(name=ERASE_TENANT.name)
+    async def erase_tenant(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
+        return await eraser.erase(ctx, "tenant", ctx.key(), request.by)
+
+    @lifecycle.handler(name=ERASURES.name, kind="shared")
+    async def erasures(ctx: restate.ObjectSharedContext) -> ErasureList:
+        return await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
+
+    return lifecycle
+
+
+class Eraser:
+    def __init__(self, projection: Projection, admin_url: str) -> None:
+        self._projection = projection
+        self._admin_url = admin_url
+
+    async def erase(
+        self, ctx: restate.ObjectContext, what: Literal["agent", "tenant"], target: str, by: str
+    ) -> ErasureRecord:
+        tenant = ctx.key() if what == "tenant" else None
+
+        async def find() -> ErasureTargets:
+            return await self._find(target, tenant)
+
+        found = await ctx.run_typed("find", find, step_options(ErasureTargets))
+        objects = targets_of(found, tenant)
+        killed = await self._admin(ctx, "stop", lambda a: Erased(invocations=a.stop_all(objects)))
+        cleared = await self._admin(ctx, "clear", lambda a: Erased(keys=a.clear(objects)))
+        removed = await call(ctx, WORKSPACE_ERASE, WorkspaceErase(found.agents, found.artifacts))
+        await call(ctx, FORGET, found)
+
+        async def rows() -> Empty:
+            await self._projection.erase(target, tenant=tenant)
+            return Empty()
+
+        await ctx.run_typed("projection", rows, step_options(Empty))
+        purged = await self._admin(ctx, "purge", lambda a: Erased(invocations=a.purge_all(objects)))
+        at = datetime.fromtimestamp(await ctx.time(), UTC)
+        record = ErasureRecord(
+            at, by, what, target, found.agents, found.events, removed.workspaces,
+            removed.artifacts, killed.invocations + purged.invocations, cleared.keys,
+        )  # fmt: skip
+        kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
+        ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
+        log.info(
+            "erased %s %s for %s: %d agents, %d events, %d invocations",
+            what, target, by or "-", len(found.agents), found.events, record.invocations,
+        )  # fmt: skip
+        return record
+
+    async def _admin(self, ctx: restate.ObjectContext, name: str, work: AdminWork) -> Erased:
+        def run() -> Erased:
+            admin = RestateAdminApi(self._admin_url)
+            try:
+                return work(admin)
+            finally:
+                admin.close()
+
+        return await ctx.run_typed(name, run, step_options(Erased))
+
+    async def _find(self, prefix: str, tenant: str | None) -> ErasureTargets:
+        held = await self._projection.erasable(prefix)
+
+        def restate_side() -> tuple[set[str], tuple[str, ...]]:
+            admin = RestateAdminApi(self._admin_url)
+            try:
+                agents = admin.keys_with_prefix(AGENT, prefix)
+                hooks = hooks_of(admin, tenant) if tenant is not None else ()
+                return agents, hooks
+            finally:
+                admin.close()
+
+        agents, hooks = await asyncio.to_thread(restate_side)
+        return ErasureTargets(
+            tuple(sorted(agents | set(held.agents))),
+            tuple(ledger_key(key) for key in held.idempotency_keys),
+            held.artifacts,
+            hooks,
+            held.events,
+        )
+
+
+def hooks_of(admin: RestateAdminApi, tenant: str) -> tuple[str, ...]:
+    """The ids of the tenant's webhooks, from their objects' state."""
+    rows = admin.query(
+        f"select service_key, value_utf8 from state where service_name = '{HOOKS}'"  # noqa: S608
+    )
+    found = []
+    for row in rows:
+        try:
+            spec = msgspec.json.decode(str(row["value_utf8"]), type=HookSpec)
+        except (msgspec.DecodeError, TypeError, ValueError):
+            continue
+        if spec.tenant == tenant:
+            found.append(str(row["service_key"]))
+    return tuple(sorted(found))
+
+
+def ledger_key(idempotency_key: str) -> str:
+    """The `Effects` object's key of a call (`services.effects.ledger.ledger_key`)."""
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def targets_of(found: ErasureTargets, tenant: str | None) -> list[Target]:
+    objects = [Target(service, agent) for agent in found.agents for service in PER_AGENT]
+    objects += [Target(EFFECTS, key) for key in found.effects]
+    objects += [Target(HOOKS, hook) for hook in found.hooks]
+    if tenant is not None:
+        objects += [Target(service, tenant) for service in PER_TENANT if service != LIFECYCLE]
+    return objects

@@ -1,0 +1,244 @@
+"""Deleting agents and erasing a tenant on a real stack (restate-server, the endpoint, the
+gateway): afterwards a marker the tenant's messages, tool results and workspace files held
+is found by no API, in no row of Restate's state or of the projection, in no workspace,
+artifact or log; another tenant's agents are untouched. Forking through the gateway too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from schemas.tenant import Scope
+from services.contracts import ADD_KEY, ERASURES, Empty
+from services.executor.scripted import script
+from services.ingress import Ingress
+from services.keys import new_key
+from services.lifecycle.restate_admin import RestateAdminApi
+from services.projection.store import ProjectionStore
+from services.settings import Settings
+from services.stack import Stack, isolated_settings
+from tests.durable.conftest import eventually
+
+pytestmark = pytest.mark.durable
+
+CREATED = datetime(2026, 12, 1, tzinfo=UTC)
+MARKER = "zebra-quartz-7731"
+OTHER = "otter-basalt-1947"
+TABLES = (
+    "state",
+    "sys_invocation",
+    "sys_journal",
+    "sys_journal_events",
+    "sys_inbox",
+    "sys_promise",
+)
+SPEC = {
+    "kind": "keeper",
+    "instructions": "Follow the script.",
+    "model": "script",
+    "tools": ["write_file", "read_file"],
+    "workspace": {"quota_mb": 16},
+}
+
+
+def keeping(marker: str) -> str:
+    """A turn that writes the marker to a file, reads it back and replies with it."""
+    return script(
+        {"calls": [{"name": "write_file", "arguments": {"path": "n.txt", "content": marker}}]},
+        {"calls": [{"name": "read_file", "arguments": {"path": "n.txt"}}]},
+        {"reply": f"{marker}: {{results}}"},
+    )
+
+
+class Live:
+    def __init__(self, settings: Settings, http: httpx.Client, ingress: Ingress) -> None:
+        self.settings, self.http, self.ingress = settings, http, ingress
+
+    def key(self, tenant: str, scope: Scope = "admin") -> dict[str, str]:
+        plaintext, key = new_key(tenant, scope, CREATED)
+        self.ingress.call(ADD_KEY, key, tenant)
+        auth = {"Authorization": f"Bearer {plaintext}"}
+        eventually(
+            lambda: self.http.get("/v1/me", headers=auth).status_code == 200 or None,
+            60,
+            "a new key to work",
+        )
+        return auth
+
+    def send(self, auth: dict[str, str], address: str, text: str) -> None:
+        body = {"text": text, "kind": "keeper"}
+        sent = self.http.post(f"/v1/agents/{address}/messages", json=body, headers=auth)
+        assert sent.status_code == 202, sent.text
+
+    def timeline(self, auth: dict[str, str], address: str) -> list[dict[str, Any]]:
+        page = self.http.get(f"/v1/agents/{address}/timeline?limit=500", headers=auth)
+        assert page.status_code == 200, page.text
+        events: list[dict[str, Any]] = page.json()["events"]
+        return events
+
+    def ended(self, auth: dict[str, str], address: str, turns: int = 1) -> list[dict[str, Any]]:
+        def done() -> list[dict[str, Any]] | None:
+            events = self.timeline(auth, address)
+            ends = [e for e in events if e["body"]["type"] == "turn_ended"]
+            return events if len(ends) >= turns else None
+
+        return eventually(done, 120, f"{address}'s turn {turns} to end")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    settings = isolated_settings(tmp_path_factory.mktemp("erasure-home"), model_context=2048)
+    with (
+        Stack(settings),
+        httpx.Client(base_url=f"http://127.0.0.1:{settings.gateway_port}", timeout=60) as http,
+        contextlib.closing(Ingress(settings.ingress_url)) as ingress,
+    ):
+        stack = Live(settings, http, ingress)
+        for tenant in ("acme", "other"):
+            published = http.post("/v1/specs", json=SPEC, headers=stack.key(tenant))
+            assert published.status_code == 201, published.text
+        yield stack
+
+
+def _files_holding(root: Path, marker: str) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                if marker.encode() in path.read_bytes():
+                    found.append(str(path.relative_to(root)))
+    return found
+
+
+def _restate_rows(settings: Settings, marker: str) -> dict[str, int]:
+    """Rows of Restate's tables (its SQL) whose text holds the marker."""
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        found = {}
+        for table in TABLES:
+            rows = admin.query(f"select * from {table}")  # noqa: S608 - the test's own names
+            found[table] = sum(marker in json.dumps(row, default=str) for row in rows)
+        return found
+    finally:
+        admin.close()
+
+
+def _projection_holds(settings: Settings, marker: str) -> bool:
+    async def read() -> bool:
+        store = await ProjectionStore.open(settings.home / "projection.db", readonly=True)
+        try:
+            return marker in repr(await store.dump())
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched(
+    live: Live, record_property: Any
+) -> None:
+    acme, other = live.key("acme"), live.key("other")
+    live.send(acme, "acme.keeper", keeping(MARKER))
+    live.send(other, "other.keeper", keeping(OTHER))
+    live.ended(acme, "acme.keeper")
+    kept = live.ended(other, "other.keeper")
+    live.send(acme, "acme.busy", script({"sleep": 60, "reply": f"{MARKER} late"}))
+    eventually(
+        lambda: (
+            any(e["body"]["type"] == "model_message" for e in live.timeline(acme, "acme.busy"))
+            or live.http.get("/v1/agents/acme.busy", headers=acme).json().get("status") == "running"
+            or None
+        ),
+        60,
+        "acme.busy to be running",
+    )
+    live.send(acme, "acme.busy", f"queued {MARKER}")
+    home = live.settings.home
+    assert _files_holding(home / "workspaces", MARKER)
+    assert _restate_rows(live.settings, MARKER)["state"] > 0
+
+    erased = live.http.delete("/v1/tenant", headers=acme)
+
+    assert erased.status_code == 200, erased.text
+    record = erased.json()
+    assert (record["what"], record["target"]) == ("tenant", "acme")
+    assert set(record["agents"]) == {"acme.keeper", "acme.busy"}
+    assert MARKER not in erased.text
+    assert live.http.get("/v1/agents", headers=acme).status_code in (200, 401)
+    fresh = live.key("acme")
+    assert live.http.get("/v1/agents", headers=fresh).json()["agents"] == []
+    for address in ("acme.keeper", "acme.busy"):
+        assert live.http.get(f"/v1/agents/{address}", headers=fresh).status_code == 404
+        assert live.ingress.timeline(address).events == ()
+    assert live.http.get("/v1/specs", headers=fresh).json() == {"versions": []}
+    assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
+    assert not _projection_holds(live.settings, MARKER)
+    for place in ("workspaces", "artifacts", "logs"):
+        assert _files_holding(home / place, MARKER) == [], place
+    assert MARKER.encode() not in (home / "projection.db").read_bytes()
+    left = _files_holding(home / "restate", MARKER)
+    record_property("restate files still holding the marker", left)
+    print("restate files still holding the marker:", left)  # noqa: T201
+    records = live.ingress.call(ERASURES, Empty(), "acme").records
+    assert [(r.what, r.target) for r in records] == [("tenant", "acme")]
+    assert records[0].by
+    assert MARKER not in msgspec.json.encode(records[0]).decode()
+
+    # The other tenant: its timeline, its workspace and its marker are where they were.
+    assert live.timeline(other, "other.keeper") == kept
+    assert _files_holding(home / "workspaces", OTHER)
+    assert _restate_rows(live.settings, OTHER)["state"] > 0
+    live.send(other, "other.keeper", "still here?")
+    live.ended(other, "other.keeper", turns=2)
+
+
+def test_deleting_an_agent_removes_it_and_what_it_spawned_alone(live: Live) -> None:
+    other = live.key("other")
+    for address in ("other.gone", "other.stays"):
+        live.send(other, address, keeping(f"{address}-{MARKER}"))
+        live.ended(other, address)
+
+    deleted = live.http.delete("/v1/agents/other.gone", headers=other)
+
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["agents"] == ["other.gone"]
+    assert live.http.get("/v1/agents/other.gone", headers=other).status_code == 404
+    assert live.http.get("/v1/agents/other.stays", headers=other).status_code == 200
+    rows = _restate_rows(live.settings, f"other.gone-{MARKER}")
+    assert rows["state"] == 0
+    assert _restate_rows(live.settings, f"other.stays-{MARKER}")["state"] > 0
+    write = live.http.delete("/v1/agents/other.stays", headers=live.key("other", "write"))
+    assert write.status_code == 403
+
+
+def test_a_fork_through_the_gateway(live: Live) -> None:
+    other = live.key("other")
+    live.send(other, "other.origin", "hello")
+    events = live.ended(other, "other.origin")
+
+    forked = live.http.post(
+        "/v1/agents/other.origin/fork", json={"seq": 1, "address": "other.branch"}, headers=other
+    )
+
+    assert forked.status_code == 201, forked.text
+    assert forked.json()["last_seq"] == 2
+    branch = live.timeline(other, "other.branch")
+    assert [e["body"] for e in branch[:1]] == [e["body"] for e in events[:1]]
+    assert branch[1]["body"]["type"] == "agent_forked"
+    again = live.http.post(
+        "/v1/agents/other.origin/fork", json={"seq": 1, "address": "other.branch"}, headers=other
+    )
+    assert again.status_code == 409
+    foreign = live.http.post(
+        "/v1/agents/other.origin/fork", json={"seq": 1, "address": "acme.branch"}, headers=other
+    )
+    assert foreign.status_code == 404
