@@ -93,8 +93,9 @@ TASKS = [
         },
         {
             "sep-2663-tasks-get-status-failed": "it calls the fixture tool protocol_error_job, "
-            "whose task ends in a protocol error; a turn's end is always a call's result (a "
-            "failed turn is a tool error), so no task of the gateway ends failed",
+            "whose task ends in a protocol error; a failed turn is the agent's answer that "
+            "it could not reach a reply, a tool error the calling model reads (docs/mcp.md, "
+            "How a turn's end is answered), so no task of the gateway ends failed",
         },
     ),
     Expected(

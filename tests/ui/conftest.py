@@ -33,6 +33,8 @@ SPECS: list[dict[str, Any]] = [
      "tools": ["calculator"]},
     {"kind": "chat", "instructions": "Answer in two or three sentences.", "model": "smollm2",
      "limits": {"max_tokens": 48}},
+    {"kind": "asker", "instructions": "Follow the script.", "model": "script",
+     "tools": {"ask_user": "allow"}},
 ]  # fmt: skip
 
 

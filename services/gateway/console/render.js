@@ -118,9 +118,14 @@ function tree(children) {
       h("a", { href: agentHref(c.child) }, c.child), c.kind ? h("span", { class: "usage" }, ` (${c.kind})`) : null)));
 }
 
+// A request the turn waits on: a call to approve, or (`ask_user`) the model's question to
+// the person, answered with its form and declined instead of denied.
 function approvalRequested(e, b, context) {
-  const node = h("div", {}, kind("needs approval"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`,
-    h("span", { class: "usage" }, ` ${b.request_id}`));
+  const asking = b.name === "ask_user";
+  const node = asking
+    ? h("div", {}, kind("question"), h("span", { class: "usage" }, b.request_id))
+    : h("div", {}, kind("needs approval"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`,
+      h("span", { class: "usage" }, ` ${b.request_id}`));
   const state = context.approval(b.request_id);
   if (state.settled) return node;
   if (state.sent) {
@@ -136,8 +141,8 @@ function approvalRequested(e, b, context) {
   const answers = () => Object.fromEntries(forms.map(([key, form]) => [key, form.values()]));
   const answer = (approve) => context.answer(b.request_id, approve, note.value, approve && forms.length ? answers() : undefined);
   node.append(h("div", { class: "approval" },
-    h("button", { type: "button", class: "primary", onclick: () => answer(true) }, "Approve"),
-    h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "Deny"),
+    h("button", { type: "button", class: "primary", onclick: () => answer(true) }, asking ? "Answer" : "Approve"),
+    h("button", { type: "button", class: "danger", onclick: () => answer(false) }, asking ? "Decline" : "Deny"),
     note,
     state.error ? h("span", { class: "bad" }, state.error) : null));
   return node;
