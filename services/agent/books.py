@@ -46,6 +46,10 @@ class Books:
     context: ContextState
     since: float | None = None
     """When this drive began (the wake's latest time then)."""
+    spawns: int = 0
+    """Children this drive started."""
+    lent: int = 0
+    """Agents of the message's budget this drive's children took (each one and its share)."""
 
     def active(self, clock: Clock) -> float:
         """The turn's running seconds: those of earlier wakes, and this drive's so far."""
@@ -57,6 +61,10 @@ class Books:
     def spent(self, clock: Clock, turn: TurnState | None = None) -> TurnState:
         """`turn` (the one kept, by default) with the running seconds counted."""
         return msgspec.structs.replace(turn or self.turn, active_seconds=self.active(clock))
+
+    def spawned(self, share: int) -> Books:
+        """A child was started with `share` of the budget (`grants.spawn_refusal`)."""
+        return replace(self, spawns=self.spawns + 1, lent=self.lent + share + 1)
 
     def at_round(self, round_: int) -> Books:
         return replace(self, turn=msgspec.structs.replace(self.turn, round=round_))

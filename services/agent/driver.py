@@ -74,7 +74,7 @@ from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.endings import ending, kept, status
-from services.agent.grants import PolicyError, definitions
+from services.agent.grants import PolicyError, definitions, spawn_refusal
 from services.agent.machine import (
     Drive,
     Effect,
@@ -520,11 +520,14 @@ class Driver:
         return result
 
     async def _spawn(self, command: Spawn, record: AgentRecord) -> Spawned:
-        if self._quotas.agents and (problem := await self._take_agent()):
-            call_ = command.call
-            self._refused(call_.id, call_.name, call_.arguments, problem)
+        books = self._books
+        problem = spawn_refusal(books.turn, command, books.spawns, books.lent)
+        if problem is None and self._quotas.agents:
+            problem = await self._take_agent()
+        if problem:
+            self._refused(command.call.id, command.call.name, command.call.arguments, problem)
             return Spawned(command.child, problem)
-        turn = self._books.turn
+        self._books, turn = books.spawned(command.budget), books.turn
         attributes = genai.tool_call(command.call, self._address, turn.number, turn.round)
         span = await self._ctx.run_typed(
             f"spawn {command.child}",

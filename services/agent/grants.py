@@ -3,17 +3,19 @@
 A harness decides what to show the model and which calls to make; the pipeline does not
 take its word for it: a model call offering a tool the spec does not let the model call
 ends the turn, and a tool call the spec does not grant (or one set to `ask` that no person
-approved) is refused with a sentence, whichever harness made it.
+approved) is refused with a sentence, whichever harness made it; and a spawn past the
+spec's bounds (children per turn, depth, the message's agents) is refused as well.
 """
 
 from __future__ import annotations
 
 from schemas.chat import ToolCall, ToolDefinition
-from schemas.harness import AwaitingApproval, TurnState
+from schemas.harness import AwaitingApproval, Spawn, TurnState
 from schemas.model import ModelRequest
 from schemas.spec import AgentSpec, granted, grants
 from schemas.workspace import workspace_tools
 from services.harness.builtins import RECALL, SPAWN, WAIT
+from services.harness.children import budget_left
 from services.tools.registry import ToolRegistry
 
 
@@ -53,6 +55,24 @@ def call_problem(turn: TurnState, call: ToolCall) -> str | None:
         return (
             f"The tool {call.name!r} runs only once a person approves the call, and no one "
             "approved this one: it was not run."
+        )
+    return None
+
+
+def spawn_refusal(turn: TurnState, command: Spawn, spawns: int, lent: int) -> str | None:
+    """Why the spec's bounds do not let the spawn happen, whichever harness asks for it:
+    `spawns` children and `lent` agents of the budget taken by the drive's earlier
+    spawns (the turn's counts are as of the drive's start)."""
+    limits = turn.spec.limits
+    if turn.spawned + spawns >= limits.max_children:
+        return f"This turn has already started its limit of {limits.max_children} helpers."
+    if command.depth > limits.max_depth:
+        return f"Helpers may not be nested deeper than {limits.max_depth} levels."
+    if lent + command.budget + 1 > budget_left(turn):
+        return (
+            "No more helpers may be started: the message this work began with may bring at "
+            f"most {limits.max_descendants} agents into being in all, and this agent's share "
+            "of them is used up."
         )
     return None
 

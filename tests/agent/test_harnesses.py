@@ -10,10 +10,10 @@ import pytest
 import restate
 
 from schemas.chat import ChatMessage, ToolCall
-from schemas.events import ApprovalRequested, ModelMessage, ToolFinished, TurnEnded
-from schemas.harness import CallModel, CallTool, Reply, ToolResult
+from schemas.events import ApprovalRequested, ChildSpawned, ModelMessage, ToolFinished, TurnEnded
+from schemas.harness import CallModel, CallTool, Reply, Spawn, Spawned, ToolResult
 from schemas.model import ModelReply, ModelRequest
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, Limits
 from schemas.wake import Approval, Message
 from services.executor.scripted import script
 from services.harness.loop import Turn, TurnInput
@@ -152,3 +152,36 @@ async def test_the_pipeline_holds_the_grants_against_a_harness_that_ignores_them
         "this one: it was not run."
     )
     assert [f.status for f in agents.bodies(ME, ToolFinished)] == ["error", "error"]
+
+
+def spawner(given: TurnInput) -> Turn:
+    """A harness that ignores the spawn bounds: it asks for five children in one drive,
+    giving them shares of 1, 1, 1, 0 and 0, then replies with what each spawn answered."""
+    turn = given.turn
+    said = []
+    for index, share in enumerate((1, 1, 1, 0, 0)):
+        call = ToolCall(f"s{index}", "spawn_agent", {"task": "hi"})
+        child = f"{given.address}.t1r1c{index}"
+        answer = yield Spawn(call, child, "hi", turn.depth + 1, turn.spec, budget=share)
+        assert isinstance(answer, Spawned)
+        said.append(answer.problem or "started")
+    yield Reply(" | ".join(said))
+    return turn
+
+
+async def test_the_pipeline_holds_the_spawn_bounds_against_a_harness_that_ignores_them(
+    agents: Agents,
+) -> None:
+    agents.harnesses = {**BUILTIN_HARNESSES, "spawner": spawner}
+    limits = Limits(max_children=3, max_descendants=5)
+    spec = msgspec.structs.replace(SPEC, harness="spawner", limits=limits)
+    result = await agents.wake(ME, Message("hi", spec=spec))
+    budget = (
+        "No more helpers may be started: the message this work began with may bring at most 5 "
+        "agents into being in all, and this agent's share of them is used up."
+    )
+    limit = "This turn has already started its limit of 3 helpers."
+    # Two children with a share of 1 take 4 of the 5 agents: a third cannot, one without a
+    # share can, and then the turn has its 3 children.
+    assert result.reply == f"started | started | {budget} | started | {limit}"
+    assert len(agents.bodies(ME, ChildSpawned)) == 3
