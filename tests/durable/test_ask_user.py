@@ -1,7 +1,9 @@
 """`ask_user` on a real stack (restate-server, the endpoint, the gateway): the question is
 asked on the timeline, an answer that does not fit its choices is refused with the
 gateway's sentence and the question still waits, the fitting answer is the call's result;
-questions asked at once are answered one at a time; a new message supersedes them."""
+questions asked at once are answered one at a time; a question unanswered past the spec's
+approval timeout parks the turn, and a later answer resumes it; a new message supersedes
+them."""
 
 from __future__ import annotations
 
@@ -34,18 +36,22 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
             "model": "script",
             "tools": {"ask_user": "allow"},
         }
-        published = stack.http.post("/v1/specs", json=spec, headers=stack.auth)
-        assert published.status_code == 201, published.text
+        quick = {**spec, "kind": "quick", "limits": {"approval_timeout": 1}}
+        for each in (spec, quick):
+            published = stack.http.post("/v1/specs", json=each, headers=stack.auth)
+            assert published.status_code == 201, published.text
         yield stack
 
 
-def ask(gw: GatewayStack, address: str, *calls: dict[str, Any]) -> list[ApprovalRequested]:
+def ask(
+    gw: GatewayStack, address: str, *calls: dict[str, Any], kind: str = "asker"
+) -> list[ApprovalRequested]:
     """Send a script whose first round asks `calls`; the requests once all are recorded."""
     lines = [{"name": "ask_user", "arguments": c} for c in calls]
     text = script({"calls": lines}, {"reply": "{results}"})
     sent = gw.http.post(
         f"/v1/agents/{address}/messages",
-        json={"text": text, "kind": "asker"},
+        json={"text": text, "kind": kind},
         headers=gw.auth,
     )
     assert sent.status_code == 202, sent.text
@@ -109,3 +115,16 @@ def test_a_new_message_supersedes_a_question(gw: GatewayStack) -> None:
     assert ends[0].outcome == "superseded"
     late = answer(gw, address, asked.request_id, answer="red")
     assert late.status_code == 409, late.text
+
+
+def test_a_question_unanswered_past_the_timeout_parks_and_a_later_answer_resumes_it(
+    gw: GatewayStack,
+) -> None:
+    address = "acme.ask-parked"
+    (asked,) = ask(gw, address, NAME, kind="quick")
+    gw.wait_for(address, "turn_parked")
+    row = gw.http.get(f"/v1/agents/{address}", headers=gw.auth).json()
+    assert row["status"] == "parked", row
+    assert answer(gw, address, asked.request_id, name="Bo").status_code == 202
+    done = ended(gw, address)
+    assert (done.outcome, done.reply) == ("succeeded", '{"name":"Bo"}')
