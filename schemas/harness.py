@@ -193,7 +193,8 @@ class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
 
 
 class Handover(msgspec.Struct, frozen=True, tag="handover"):
-    """The answer to `HandOff`: the kind's spec, or why there is none."""
+    """The answer to `HandOff`: the kind's spec; None when it is not published (or
+    `problem` says why there is none)."""
 
     spec: AgentSpec | None = None
     problem: str = ""

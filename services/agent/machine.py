@@ -201,7 +201,7 @@ def _arrived(  # noqa: PLR0911 - one per policy
     if rule == "interrupt":
         ended = _end(address, record, turn, "stopped", INTERRUPTED)
         return _then(ended, _start(address, ended.record, message, direct=True))
-    if rule == "steer":
+    if rule == "steer" and turn.spec.composition is None:  # a composition reads no messages
         return steer(record, turn, message)
     if isinstance(turn.phase, AwaitingApproval):
         ended = _end(address, record, turn, "superseded", SUPERSEDED)

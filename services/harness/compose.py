@@ -241,7 +241,9 @@ def _handoff(given: TurnInput, turn: TurnState, handoff: Handoff) -> Step:
     assert isinstance(answer, Handover)
     spec = answer.spec
     if spec is None:
-        yield Fail(answer.problem)
+        tenant = parse_address(given.address).tenant
+        missing = f"No spec of kind {kind!r} is published for tenant {tenant!r}."
+        yield Fail(answer.problem or missing)
         return turn
     if isinstance(spec.composition, Handoff):
         yield Fail(f"The kind {kind!r} hands off again; a turn hands off once.")

@@ -194,3 +194,25 @@ async def test_a_composition_counts_its_stages_tokens_against_its_token_budget(
     assert ended.reason.startswith("The composition reached its limit of 3 model tokens")
     assert [s for s, _ in stages(agents)] == ["stage 1: draft"]
     assert ended.usage.prompt_tokens + ended.usage.completion_tokens >= 3
+
+
+async def test_a_message_that_would_steer_a_composition_queues_behind_it(
+    agents: Agents,
+) -> None:
+    """A composition's turn reads no messages but its input: one that asks to steer it
+    runs as the next turn, with the spec's composition again."""
+    await agents.wake(ME, Message("first", spec=composing(Sequential(("draft",)))))
+    assert (await agents.wake(ME, Message("second", while_busy="steer"))).status.queued == 1
+    await agents.deliver()
+    ended = agents.bodies(ME, TurnEnded)
+    assert [e.reply for e in ended] == ["You said: first", "You said: second"]
+
+
+async def test_a_handoff_to_a_kind_that_is_not_published_fails_with_a_sentence(
+    agents: Agents,
+) -> None:
+    handoff = Handoff(("billing", "ghost"), pick="rules", default="ghost")
+    ended = await run(agents, "hi", composing(handoff))
+    assert ended.outcome == "failed"
+    assert ended.reason == "No spec of kind 'ghost' is published for tenant 'acme'."
+    assert agents.bodies(ME, HandedOff) == []
