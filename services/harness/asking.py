@@ -76,10 +76,12 @@ def form_problem(form: object) -> str:
         if not isinstance(field, dict):
             return f"{usage}; {name!r} is not one."
         kind, choices = field.get("type"), field.get("enum")
-        if kind not in KINDS and not (isinstance(choices, list) and choices):
+        typed = isinstance(kind, str) and kind in KINDS  # a list `type` is not one
+        if not typed and not (isinstance(choices, list) and choices):
             return f"{usage}; {name!r} is not one."
     required = form.get("required", []) if isinstance(form, dict) else []
-    if not isinstance(required, list) or not set(required) <= set(properties):
+    names = isinstance(required, list) and all(isinstance(name, str) for name in required)
+    if not names or not set(required) <= set(properties):
         return f"{usage}; `required` names only its fields."
     return ""
 

@@ -156,3 +156,27 @@ def test_the_answer_text_of_a_question_without_a_form_is_the_answer_itself() -> 
     call = ToolCall("c", "ask_user", {"question": "q"})
     pending = PendingApproval("r", call, True, asked=asked, answers={QUESTION: {"answer": "yes"}})
     assert answer_text(pending) == "yes"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"properties": {"x": {"type": ["string", "null"]}}},
+        {"properties": {"x": {"type": {"const": "string"}}}},
+        {"properties": {"x": {"type": "string"}}, "required": [["x"]]},
+        {"properties": {"x": {"type": "string"}}, "required": [{"x": 1}]},
+        {"properties": {"x": {"type": "string"}}, "required": "x"},
+    ],
+)
+def test_a_form_of_unhashable_shapes_is_refused_with_a_sentence_not_raised(
+    form: dict[str, Any],
+) -> None:
+    """JSON Schema allows `type` as a list; a model may write one. The turn must go on."""
+    found = asked_of(ToolCall("c", "ask_user", {"question": "q", "form": form}))
+    assert isinstance(found, str)
+    assert "ask_user takes `form`" in found
+    recording = run_in_process(start(ask(question="q", form=form)), follow_directives)
+    refused = [c for c in recording.commands if isinstance(c, Refuse)]
+    assert refused
+    assert "ask_user takes `form`" in refused[0].reason
+    assert isinstance(recording.commands[-1], Reply)
