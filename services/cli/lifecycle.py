@@ -1,4 +1,5 @@
-"""Lifecycle commands: fork an agent, delete one, erase a tenant, list erasures.
+"""Lifecycle commands: fork an agent, delete one, erase a tenant, list erasures; back up
+and restore a whole installation.
 
 Erasures go to Restate ingress (the `Lifecycle` object), as an operator's tool does: a
 tenant's erasure removes the keys the gateway would be reached with.
@@ -7,13 +8,21 @@ tenant's erasure removes the keys the gateway would be reached with.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
+
+import httpx
 
 from schemas.address import parse_address
 from schemas.lifecycle import ErasureRecord, ErasureRequest
+from services.cli import home as stack_home
 from services.cli.table import table
 from services.client import Client
 from services.contracts import ERASE_AGENT, ERASE_TENANT, ERASURES, Empty
 from services.ingress import Ingress
+from services.lifecycle.backup import create_backup, restore_backup
+from services.settings import Settings
+from services.stack import StackError
 
 OPERATOR = "cli (operator)"
 """Who an erasure from the CLI is recorded as asked by."""
@@ -71,6 +80,26 @@ def commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     listed = verbs.add_parser("erasures", help="the erasures made in a tenant")
     listed.add_argument("tenant")
     listed.set_defaults(run=lambda a, s, d: erasures(d.ingress, a.tenant))
+    backup = verbs.add_parser("backup", help="back up or restore a whole installation")
+    verb = backup.add_subparsers(required=True, metavar="VERB")
+    create = verb.add_parser(
+        "create",
+        help="write one archive of this home, while its stack runs",
+        description="Write one archive of everything this home's installation needs to come "
+        "back: Restate's data (agents' state and timelines, tenants, all pending work), "
+        "workspaces, artifacts and keys. restate-server is paused while its files are "
+        "copied (docs/operations.md says how long).",
+    )
+    create.add_argument("path", type=Path)
+    create.set_defaults(run=lambda a, s, d: backup_create(s, a.path))
+    restore = verb.add_parser(
+        "restore",
+        help="bring an archive back into a fresh home",
+        description="Check the whole archive, then write it into this home (TEASPILL_HOME), "
+        "which must hold no installation; `teaspill up` then starts it, on any ports.",
+    )
+    restore.add_argument("path", type=Path)
+    restore.set_defaults(run=lambda a, s, d: backup_restore(s, a.path))
 
 
 def agents_delete(ingress: Ingress, address: str) -> None:
@@ -102,3 +131,67 @@ def erasures(ingress: Ingress, tenant: str) -> None:
         for r in records
     ]
     print(table(("AT", "BY", "WHAT", "TARGET", "AGENTS", "EVENTS"), rows))
+
+
+def backup_create(settings: Settings, path: Path) -> None:
+    pid, about = _running(settings)
+    made = create_backup(settings.home, path, pid=pid, about=about)
+    paused = f"restate-server paused {made.pause_seconds:.2f} s" if pid else "the stack was down"
+    print(
+        f"Backed up {settings.home} to {made.path}: {made.files} files, "
+        f"{made.bytes / 2**20:.1f} MiB ({paused})."
+    )
+
+
+def backup_restore(settings: Settings, path: Path) -> None:
+    manifest = restore_backup(path, settings.home)
+    print(
+        f"Restored the backup made {manifest['created']} into {settings.home}. `teaspill up` "
+        "starts it: its first start points Restate's deployments at this home's endpoint and "
+        "rebuilds the projection."
+    )
+
+
+def _running(settings: Settings) -> tuple[int | None, dict[str, object]]:
+    """restate-server's process group, if this home's runs, and what the manifest records."""
+    try:
+        version = httpx.get(f"{settings.admin_url}/version", timeout=5).json()
+        listed = httpx.get(f"{settings.admin_url}/deployments", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return None, {"endpoint_uris": [settings.endpoint_url]}
+    uris = [str(d.get("uri")) for d in listed.get("deployments", []) if d.get("uri")]
+    about = {"restate_server": version.get("version", ""), "endpoint_uris": uris}
+    pid = restate_process(settings)
+    if pid is None:
+        raise StackError(
+            f"restate-server answers at {settings.admin_url}, but no process of this home's "
+            "runs it, so it cannot be paused for a consistent copy: back up on the machine "
+            "that runs it, with the same TEASPILL_HOME."
+        )
+    return pid, about
+
+
+def restate_process(settings: Settings) -> int | None:
+    """The process group of this home's restate-server: the one `teaspill up` recorded, or
+    the process started with this home's Restate folder as its base dir."""
+    recorded = stack_home.pids(stack_home.read(settings)).get("restate")
+    if recorded is not None and _alive(recorded):
+        return recorded
+    wanted = f"RESTATE_BASE_DIR={(settings.home / 'restate').absolute()}".encode()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            argv = (environ.parent / "cmdline").read_bytes().split(b"\0")
+            if argv[0].endswith(b"restate-server") and wanted in environ.read_bytes().split(b"\0"):
+                group = os.getpgid(int(environ.parent.name))
+                return group if group != os.getpgrp() else None
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except OSError:
+        return False
+    return True

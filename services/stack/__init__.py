@@ -17,6 +17,7 @@ from services.stack.endpoint import DEFAULT_APP, Endpoint, settings_env
 from services.stack.gateway import Gateway
 from services.stack.process import StackError, free_port
 from services.stack.restate import RestateServer, find_restate_server, register
+from services.stack.restored import rebuild_projection, repoint, restored
 
 __all__ = [
     "Endpoint",
@@ -73,8 +74,14 @@ class Stack:
             self.restate.start()
             progress(f"Starting the service endpoint on {s.endpoint_url}")
             self.endpoint.start()
+            if (moved := restored(s)) is not None:
+                progress("Pointing the restored deployments at this endpoint")
+                repoint(s, moved)
             progress("Registering the endpoint with Restate")
             self.deployment = register(s)
+            if moved is not None:
+                progress("Rebuilding the projection from the restored installation")
+                rebuild_projection(s)
             if self.serves_gateway:
                 progress(f"Starting the gateway on {self.gateway.url}")
                 self.gateway.start()

@@ -1,0 +1,295 @@
+"""Backups of a whole installation: one archive of a home, and bringing it back.
+
+What a backup holds: Restate's own data directory (every agent's state and timeline,
+tenants, and all pending work: queued messages, turns waiting for children or parked on
+approvals, schedules' timers, invocations in flight with their journals), the workspaces
+and artifacts, the request-identity key pair, the webhooks' signing key and the CLI's
+keys. Not the projection (rebuilt from Restate after a restore), logs or run files.
+
+Why Restate's data directory and not a logical export: only it holds the invocations in
+flight (their journals), the queued and delayed sends and the awakeables as Restate left
+them; a logical export through the admin API could write objects' state back but not
+those. The copy is a consistent cut: restate-server is frozen (SIGSTOP) while its files
+are taken, which is what a storage snapshot gives (Restate writes its log ahead with
+fsync and recovers from a crash at any instant), and it is thawed at once after; the
+immutable RocksDB tables are hard-linked, the rest copied, so the pause is about the time
+of copying the workspaces and Restate's logs, not its whole store. A watchdog thaws it
+if this process dies meanwhile. A stack that is not running is copied as it is.
+
+The archive is a gzipped tar whose first member, `manifest.json`, names the format and
+its version, the restate-server version, the endpoint's address, and every file with its
+size and sha256. A restore reads the whole archive and checks all of it before it
+writes anything; a corrupt, truncated or foreign archive is refused with a sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from services.stack.restored import RESTORED
+
+FORMAT = "teaspill-backup"
+VERSION = 1
+MANIFEST = "manifest.json"
+PARTS = ("restate", "workspaces", "artifacts", "identity", "hooks", "cli-keys.json")
+"""What of a home a backup holds (each where present)."""
+SKIPPED = frozenset({"LOCK"})
+"""Files of Restate's that a copy leaves out: its process's lock, made again at start."""
+LINKED: dict[str, Callable[[Path], bool]] = {
+    "restate": lambda path: path.suffix == ".sst",
+    "artifacts": lambda path: True,
+}
+"""Per part, the files that are never rewritten once written: hard-linked, not copied."""
+MOST_PAUSE = 120
+"""Seconds after which the watchdog thaws restate-server whatever this process does."""
+CHUNK = 1 << 20
+
+
+class BackupError(Exception):
+    """A backup or a restore that cannot be done; the message is a sentence."""
+
+
+@dataclass(frozen=True)
+class Made:
+    path: Path
+    files: int
+    bytes: int
+    pause_seconds: float
+
+
+def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str, Any]) -> Made:
+    """Write `home`'s backup to `target`. `pid`: restate-server's process group, frozen
+    while its files are copied (None: it is not running). `about`: what the manifest
+    records of the running installation (restate-server's version, the endpoint)."""
+    if target.exists():
+        raise BackupError(f"{target} exists already: name a new file for the backup.")
+    staging = Path(tempfile.mkdtemp(prefix=".backup-", dir=home))
+    try:
+        paused = _copy_cut(home, staging, pid)
+        files = _listing(staging)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": datetime.now(UTC).isoformat(),  # noqa: TID251 - not durable code
+            "pause_seconds": round(paused, 3),
+            **about,
+            "files": files,
+        }
+        _write_archive(staging, target, manifest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Made(target, len(files), sum(f["size"] for f in files), paused)
+
+
+def _copy_cut(home: Path, staging: Path, pid: int | None) -> float:
+    with _frozen(pid) as started:
+        for part in PARTS:
+            source = home / part
+            if source.is_dir():
+                _copy_tree(source, staging / part, LINKED.get(part))
+            elif source.is_file():
+                shutil.copy2(source, staging / part)
+        return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def _frozen(pid: int | None) -> Iterator[float]:
+    """restate-server's group stopped for the block (thawed by a watchdog if this process
+    dies first); yields when it stopped."""
+    if pid is None:
+        yield time.monotonic()
+        return
+    watchdog = subprocess.Popen(
+        ["/bin/sh", "-c", f"sleep {MOST_PAUSE}; kill -CONT -{pid}"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        os.killpg(pid, signal.SIGSTOP)
+        try:
+            yield time.monotonic()
+        finally:
+            os.killpg(pid, signal.SIGCONT)
+    finally:
+        watchdog.kill()
+        watchdog.wait()
+
+
+def _copy_tree(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> None:
+    """Copy a tree, links as links; files `linked` says are never rewritten (RocksDB's
+    tables, artifacts) are hard-linked instead of copied."""
+    for folder, dirs, names in os.walk(source):
+        here = Path(folder)
+        into = target / here.relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        shutil.copystat(here, into)
+        for name in [*names, *(d for d in dirs if (here / d).is_symlink())]:
+            if linked is not None and name in SKIPPED:
+                continue
+            _copy_file(here / name, into / name, linked)
+
+
+def _copy_file(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> None:
+    if source.is_symlink():
+        target.symlink_to(source.readlink())
+    elif linked is not None and linked(source):
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+    else:
+        shutil.copy2(source, target)
+        with contextlib.suppress(PermissionError):
+            stat = source.stat()
+            os.chown(target, stat.st_uid, stat.st_gid)
+
+
+def _listing(staging: Path) -> list[dict[str, Any]]:
+    files = []
+    for path in sorted(staging.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        files.append(
+            {"path": path.relative_to(staging).as_posix(), "size": path.stat().st_size,
+             "sha256": _digest(path)}
+        )  # fmt: skip
+    return files
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as given:
+        while chunk := given.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_archive(staging: Path, target: Path, manifest: dict[str, Any]) -> None:
+    """The manifest first, then every file and folder (links as links), written to a
+    temporary name and renamed into place, so a half-written archive is never `target`."""
+    partial = target.with_name(f".{target.name}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
+            raw = json.dumps(manifest, indent=1, sort_keys=True).encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mode, info.mtime = len(raw), 0o600, int(time.time())  # noqa: TID251
+            tar.addfile(info, io.BytesIO(raw))
+            for path in sorted(staging.rglob("*")):
+                tar.add(path, path.relative_to(staging).as_posix(), recursive=False)
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def read_manifest(archive: Path) -> dict[str, Any]:
+    """The manifest of a backup whose every file is as the manifest says; else a
+    `BackupError` sentence. Reads the whole archive and writes nothing."""
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            return _checked(archive, tar)
+    except (tarfile.TarError, EOFError, zlib.error, OSError, ValueError) as error:
+        raise BackupError(
+            f"{archive} is not a whole teaspill backup ({_why(error)}); nothing was written."
+        ) from error
+
+
+def _checked(archive: Path, tar: tarfile.TarFile) -> dict[str, Any]:
+    first = tar.next()
+    if first is None or first.name != MANIFEST or not first.isfile():
+        raise ValueError("it does not begin with a teaspill manifest")
+    manifest = _manifest(tar.extractfile(first))
+    expected = {f["path"]: f for f in manifest["files"]}
+    seen: set[str] = set()
+    for member in tar:
+        if member is first:
+            continue
+        _safe(member)
+        if member.isfile():
+            wanted = expected.get(member.name)
+            if wanted is None or _member_digest(tar, member) != wanted["sha256"]:
+                raise ValueError(f"{member.name} is not the file the manifest names")
+            seen.add(member.name)
+    if missing := sorted(set(expected) - seen):
+        raise ValueError(f"{len(missing)} files the manifest names are missing, {missing[0]} first")
+    return manifest
+
+
+def _manifest(raw: IO[bytes] | None) -> dict[str, Any]:
+    manifest = json.loads(raw.read()) if raw is not None else None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError("its manifest is not a teaspill backup's")
+    if manifest.get("version") != VERSION:
+        raise ValueError(
+            f"it is a version {manifest.get('version')} backup; this teaspill reads "
+            f"version {VERSION}"
+        )
+    return manifest
+
+
+def _safe(member: tarfile.TarInfo) -> None:
+    parts = Path(member.name).parts
+    if member.name.startswith("/") or ".." in parts or parts[0] not in PARTS:
+        raise ValueError(f"it holds {member.name!r}, which is not a path of a home")
+    if not (member.isfile() or member.isdir() or member.issym()):
+        raise ValueError(f"it holds {member.name!r}, which is not a file, folder or link")
+
+
+def _member_digest(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    digest = hashlib.sha256()
+    given = tar.extractfile(member)
+    assert given is not None
+    while chunk := given.read(CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, EOFError | zlib.error) or "unexpected end" in str(error):
+        return "it is truncated or damaged"
+    return str(error) or type(error).__name__
+
+
+def restore_backup(archive: Path, home: Path) -> dict[str, Any]:
+    """Bring `archive` back into `home`, which must hold no installation; checked whole
+    first. Leaves `restored.json` for the next start (`services.stack.restored`)."""
+    if (home / "restate").exists() and any((home / "restate").iterdir()):
+        raise BackupError(
+            f"{home} holds an installation already (its restate folder is not empty): "
+            "restore into a fresh home (TEASPILL_HOME)."
+        )
+    manifest = read_manifest(archive)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=home))
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            members = [m for m in tar.getmembers() if m.name != MANIFEST]
+            tar.extractall(staging, members, numeric_owner=True, filter="fully_trusted")  # noqa: S202 - checked by _safe
+        for part in PARTS:
+            if (staging / part).exists():
+                shutil.rmtree(home / part, ignore_errors=True)
+                (staging / part).replace(home / part)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    moved = {"endpoint_uris": manifest.get("endpoint_uris", []), "from": manifest["created"]}
+    (home / RESTORED).write_text(json.dumps(moved))
+    return manifest
