@@ -79,6 +79,9 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     """A published kind the child runs instead (a composition's stage): its newest spec."""
     stage: str = ""
     """The composition's name for the stage (`stage 2: writer`), shown on the timeline."""
+    tokens: int | None = None
+    """The model tokens the child's turn may use at most (a composition's share of what it
+    has left); None for its spec's own limit alone."""
 
 
 class HandOff(msgspec.Struct, frozen=True, tag="hand_off"):
@@ -297,6 +300,9 @@ class TurnState(msgspec.Struct, frozen=True):
     """Time spent running in earlier wakes, for the wall-time budget."""
     usage: Usage = Usage()
     """Model tokens used so far, summed over finished model calls."""
+    tokens: int | None = None
+    """The model tokens this turn may use at most, beside its spec's `max_turn_tokens`: the
+    share a composing parent gave it (`Message.tokens`); None for no share."""
     reports: tuple[ChildReport, ...] = ()
     """The reports of a composition's stages, as they arrived (kept only for a spec with a
     composition: the loop reads its children's replies from its messages)."""

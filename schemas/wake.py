@@ -75,6 +75,9 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     spec's `while_busy` (`queue` unless the spec says otherwise). A sender sends it with
     `services.durable.deliver` (from a handler) or the ingress client's `send_message`,
     which also tell a running turn that it arrived."""
+    tokens: int | None = None
+    """Set on a composition's stage by its parent: the model tokens the stage's turn may
+    use at most (its share of what the composition has left); None for no share."""
 
 
 def policy(message: Message, spec: AgentSpec | None) -> WhileBusy:

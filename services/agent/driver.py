@@ -74,7 +74,7 @@ from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.endings import ending, kept, status
-from services.agent.grants import PolicyError, definitions, spawn_refusal
+from services.agent.grants import PolicyError, definitions, first_message, spawn_refusal
 from services.agent.machine import (
     Drive,
     Effect,
@@ -538,8 +538,7 @@ class Driver:
         )
         linked = span if span.span_id else None
         parent = ParentRef(self._address, turn.number, command.call.id, linked)
-        spec, kind = (None, command.kind) if command.kind else (command.spec, None)
-        message = Message(command.task, spec, kind, parent, command.depth, command.budget)
+        message = first_message(command, parent)
         await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
         spawned = ChildSpawned(command.call.id, command.child, command.task, command.kind)
         self._add(msgspec.structs.replace(spawned, stage=command.stage))

@@ -9,10 +9,13 @@ spec's bounds (children per turn, depth, the message's agents) is refused as wel
 
 from __future__ import annotations
 
+import msgspec
+
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import AwaitingApproval, Spawn, TurnState
 from schemas.model import ModelRequest
 from schemas.spec import AgentSpec, granted, grants
+from schemas.wake import Message, ParentRef
 from schemas.workspace import workspace_tools
 from services.harness.builtins import RECALL, SPAWN, WAIT
 from services.harness.children import budget_left
@@ -75,6 +78,14 @@ def spawn_refusal(turn: TurnState, command: Spawn, spawns: int, lent: int) -> st
             "of them is used up."
         )
     return None
+
+
+def first_message(command: Spawn, parent: ParentRef) -> Message:
+    """The message a spawn sends its child: its task, with the published kind it runs (a
+    composition's stage) or the spec it inherits, and its shares of the bounds."""
+    spec, kind = (None, command.kind) if command.kind else (command.spec, None)
+    message = Message(command.task, spec, kind, parent, command.depth, command.budget)
+    return msgspec.structs.replace(message, tokens=command.tokens)
 
 
 def _answered(turn: TurnState, call: ToolCall) -> bool:

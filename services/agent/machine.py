@@ -232,10 +232,11 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
     number = record.turns + 1
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
-    budget = message.budget if message.parent is not None else None
+    budget, tokens = (message.budget, message.tokens) if message.parent else (None, None)
     turn = TurnState(
         number, spec, (user,), parent=message.parent, depth=message.depth, budget=budget
     )
+    turn = msgspec.structs.replace(turn, tokens=tokens)
     started = Emit(
         number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent, message.id),)
     )

@@ -30,6 +30,7 @@ from schemas.model import ModelRequest, Usage
 from schemas.spec import Limits
 from schemas.state import Ledger
 from services.agent.grants import PolicyError, call_problem, check_offered
+from services.harness.children import token_limit
 
 
 class BudgetExceededError(PolicyError):
@@ -128,11 +129,11 @@ class Pipeline:
         limits = turn.spec.limits
         check_time(turn, spent)
         check_offered(turn.spec, call.request)
-        used = total(turn.usage)
-        if limits.max_turn_tokens and used >= limits.max_turn_tokens:
+        used, most = total(turn.usage), token_limit(turn)
+        if most and used >= most:
+            share = "" if most == limits.max_turn_tokens else " (its share of its composition's)"
             raise BudgetExceededError(
-                f"The turn reached its limit of {limits.max_turn_tokens} model tokens "
-                f"(it used {used})."
+                f"The turn reached its limit of {most} model tokens{share} (it used {used})."
             )
         if limits.max_daily_tokens:
             ledger = _today(ledger, now)

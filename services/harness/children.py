@@ -41,6 +41,15 @@ def spawn_problem(turn: TurnState, wanted: int = 1) -> str | None:
     return None
 
 
+def token_limit(turn: TurnState) -> int:
+    """The model tokens the turn may use: its spec's `max_turn_tokens` or the share its
+    composing parent gave it, whichever is less; 0 for no limit."""
+    own, share = turn.spec.limits.max_turn_tokens, turn.tokens
+    if share is None:
+        return own
+    return min(own, share) if own else max(share, 1)
+
+
 def share_of(left: int) -> int:
     """A new child's share of what is left: half of it, once the child exists."""
     return (left - 1) // 2

@@ -46,7 +46,7 @@ from schemas.harness import (
 from schemas.model import ModelReply
 from schemas.spec import COMPOSITION_HARNESS
 from schemas.wake import ChildReport
-from services.harness.children import budget_left, share_of, spawn_problem
+from services.harness.children import budget_left, share_of, spawn_problem, token_limit
 from services.harness.loop import Turn, TurnInput
 from services.harness.picking import PICK_ROUND, chosen, pick_request, rule_pick
 
@@ -164,8 +164,7 @@ def _budget_problem(turn: TurnState, wanted: int) -> str | None:
     composition counts its stages' tokens as its own)."""
     if (problem := spawn_problem(turn, wanted)) is not None:
         return f"The composition cannot start its next stage: {problem}"
-    limit, usage = turn.spec.limits.max_turn_tokens, turn.usage
-    used = usage.prompt_tokens + usage.completion_tokens
+    limit, used = token_limit(turn), _used(turn)
     if limit and used >= limit:
         return (
             f"The composition reached its limit of {limit} model tokens (its stages used "
@@ -174,13 +173,24 @@ def _budget_problem(turn: TurnState, wanted: int) -> str | None:
     return None
 
 
+def _used(turn: TurnState) -> int:
+    return turn.usage.prompt_tokens + turn.usage.completion_tokens
+
+
+def _token_share(turn: TurnState, stages: int) -> int | None:
+    """Each stage's share of the tokens the composition has left (None: no limit), so
+    that its stages together stay within its own limit."""
+    limit = token_limit(turn)
+    return max((limit - _used(turn)) // stages, 1) if limit else None
+
+
 def _start(given: TurnInput, turn: TurnState, planned: list[StagePlan]) -> Step:
     """Start every planned stage (all or none: the bounds are checked for all of them
     first), then wait for them."""
     if (problem := _budget_problem(turn, len(planned))) is not None:
         yield Fail(problem)
         return turn
-    parent = parse_address(given.address)
+    parent, tokens = parse_address(given.address), _token_share(turn, len(planned))
     for stage in planned:
         child = str(child_address(parent, turn.number, stage.round, stage.index))
         left = budget_left(turn)
@@ -189,7 +199,7 @@ def _start(given: TurnInput, turn: TurnState, planned: list[StagePlan]) -> Step:
         spawn = Spawn(
             call, child, stage.task, turn.depth + 1, turn.spec, share, stage.kind, stage.name
         )
-        result = yield spawn
+        result = yield msgspec.structs.replace(spawn, tokens=tokens)
         assert isinstance(result, Spawned)
         if result.problem:
             yield Fail(f"The composition could not start {stage.name}: {result.problem}")

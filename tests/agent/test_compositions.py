@@ -216,3 +216,22 @@ async def test_a_handoff_to_a_kind_that_is_not_published_fails_with_a_sentence(
     assert ended.outcome == "failed"
     assert ended.reason == "No spec of kind 'ghost' is published for tenant 'acme'."
     assert agents.bodies(ME, HandedOff) == []
+
+
+async def test_each_stage_gets_a_share_of_the_compositions_token_budget(agents: Agents) -> None:
+    """Two branches share the composition's 40 tokens: each turn stops at 20, so the tree
+    stays within its root's limit (a call may end a little past it, as any turn's)."""
+    rounds = script(*[{"calls": [{"name": "calculator"}]}] * 5, {"reply": "done"})
+    spec = composing(Parallel((Branch("fr", rounds), Branch("de", rounds))), max_turn_tokens=40)
+    ended = await run(agents, "x", spec)
+    assert ended.outcome == "failed"
+    children = [s.child for s in agents.bodies(ME, ChildSpawned)]
+    for child in children:
+        (stage_end,) = agents.bodies(child, TurnEnded)
+        assert stage_end.reason.startswith(
+            "The turn reached its limit of 20 model tokens (its share of its composition's)"
+        )
+        used = stage_end.usage.prompt_tokens + stage_end.usage.completion_tokens
+        assert used >= 20
+        assert len(agents.bodies(child, ModelMessage)) < 6, "stopped before its script's end"
+    assert ended.reason.startswith(f"The stage {children[0]} ended failed: The turn reached")
