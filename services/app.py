@@ -10,6 +10,7 @@ scale either alone, point two servers at `services.app:create_app(execution=Fals
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import httpx
 import restate
@@ -127,7 +128,8 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
         volumes=_volumes(config, closers),
     )
     services += [workspace_service(host, ledger)]
-    services += [effects_object()]
+    kept = config.effect_retention_seconds
+    services += [effects_object(timedelta(seconds=kept) if kept else None)]
     return runner
 
 

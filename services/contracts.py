@@ -189,3 +189,5 @@ ERASURES = Handler(LIFECYCLE, "erasures", Empty, ErasureList)
 BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
 """Keyed by the digest of an idempotency key: the first begin is the one that may act."""
 FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)
+EXPIRE_EFFECT = Handler(EFFECTS, "expire", Empty, Empty)
+"""Sent by `finish` to its own key, delayed by the ledger's retention: prunes the entry."""

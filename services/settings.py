@@ -103,6 +103,13 @@ class Settings(BaseSettings):
         description="Agents one tenant may have; a message that would create one more is "
         "refused (429).",
     )
+    effect_retention_seconds: float = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        le=3650 * 24 * 3600,
+        description="How long the effect ledger keeps a finished side-effecting call's entry "
+        "(its result, for a retry of its step) before it is pruned; 0 keeps it for good.",
+    )
     agent_queue: int = Field(
         default=100,
         ge=1,
