@@ -303,6 +303,10 @@ class TurnState(msgspec.Struct, frozen=True):
     tokens: int | None = None
     """The model tokens this turn may use at most, beside its spec's `max_turn_tokens`: the
     share a composing parent gave it (`Message.tokens`); None for no share."""
+    max_depth: int | None = None
+    """How deep this turn's descendants may go at most, beside its spec's `max_depth`: its
+    parent's bound (`Message.max_depth`), so a stage whose own spec allows more cannot
+    nest past its root's; None for its spec's alone."""
     reports: tuple[ChildReport, ...] = ()
     """The reports of a composition's stages, as they arrived (kept only for a spec with a
     composition: the loop reads its children's replies from its messages)."""

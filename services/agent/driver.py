@@ -538,7 +538,7 @@ class Driver:
         )
         linked = span if span.span_id else None
         parent = ParentRef(self._address, turn.number, command.call.id, linked)
-        message = first_message(command, parent)
+        message = first_message(command, parent, turn)
         await self.perform(SendWake(command.child, message, key=f"spawn {command.child}"), record)
         spawned = ChildSpawned(command.call.id, command.child, command.task, command.kind)
         self._add(msgspec.structs.replace(spawned, stage=command.stage))

@@ -18,7 +18,7 @@ from schemas.spec import AgentSpec, granted, grants
 from schemas.wake import Message, ParentRef
 from schemas.workspace import workspace_tools
 from services.harness.builtins import RECALL, SPAWN, WAIT
-from services.harness.children import budget_left
+from services.harness.children import budget_left, depth_limit
 from services.tools.registry import ToolRegistry
 
 
@@ -69,8 +69,8 @@ def spawn_refusal(turn: TurnState, command: Spawn, spawns: int, lent: int) -> st
     limits = turn.spec.limits
     if turn.spawned + spawns >= limits.max_children:
         return f"This turn has already started its limit of {limits.max_children} helpers."
-    if command.depth > limits.max_depth:
-        return f"Helpers may not be nested deeper than {limits.max_depth} levels."
+    if command.depth > (deepest := depth_limit(turn)):
+        return f"Helpers may not be nested deeper than {deepest} levels."
     if lent + command.budget + 1 > budget_left(turn):
         return (
             "No more helpers may be started: the message this work began with may bring at "
@@ -80,12 +80,13 @@ def spawn_refusal(turn: TurnState, command: Spawn, spawns: int, lent: int) -> st
     return None
 
 
-def first_message(command: Spawn, parent: ParentRef) -> Message:
-    """The message a spawn sends its child: its task, with the published kind it runs (a
-    composition's stage) or the spec it inherits, and its shares of the bounds."""
+def first_message(command: Spawn, parent: ParentRef, turn: TurnState) -> Message:
+    """The message `turn`'s spawn sends its child: its task, with the published kind it
+    runs (a composition's stage) or the spec it inherits, and its shares of the bounds
+    (the agents and tokens the spawn gave it, the parent's depth bound)."""
     spec, kind = (None, command.kind) if command.kind else (command.spec, None)
     message = Message(command.task, spec, kind, parent, command.depth, command.budget)
-    return msgspec.structs.replace(message, tokens=command.tokens)
+    return msgspec.structs.replace(message, tokens=command.tokens, max_depth=depth_limit(turn))
 
 
 def _answered(turn: TurnState, call: ToolCall) -> bool:

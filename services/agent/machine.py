@@ -232,11 +232,11 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
     number = record.turns + 1
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
-    budget, tokens = (message.budget, message.tokens) if message.parent else (None, None)
-    turn = TurnState(
-        number, spec, (user,), parent=message.parent, depth=message.depth, budget=budget
-    )
-    turn = msgspec.structs.replace(turn, tokens=tokens)
+    turn = TurnState(number, spec, (user,), parent=message.parent, depth=message.depth)
+    if message.parent is not None:  # what it may make, use and reach: shares of its parent's
+        turn = msgspec.structs.replace(
+            turn, budget=message.budget, tokens=message.tokens, max_depth=message.max_depth
+        )
     started = Emit(
         number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent, message.id),)
     )

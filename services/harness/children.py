@@ -30,8 +30,8 @@ def spawn_problem(turn: TurnState, wanted: int = 1) -> str | None:
             f"The turn would start {turn.spawned + wanted} agents, past its limit of "
             f"{limits.max_children} (limits.max_children)."
         )
-    if turn.depth + 1 > limits.max_depth:
-        return f"Helpers may not be nested deeper than {limits.max_depth} levels."
+    if turn.depth + 1 > (deepest := depth_limit(turn)):
+        return f"Helpers may not be nested deeper than {deepest} levels."
     if budget_left(turn) < wanted:
         return (
             "No more helpers may be started: the message this work began with may bring "
@@ -39,6 +39,13 @@ def spawn_problem(turn: TurnState, wanted: int = 1) -> str | None:
             "share of them is used up."
         )
     return None
+
+
+def depth_limit(turn: TurnState) -> int:
+    """How deep the turn's descendants may go: its spec's `max_depth`, or its parent's
+    bound, whichever is less."""
+    own = turn.spec.limits.max_depth
+    return own if turn.max_depth is None else min(own, turn.max_depth)
 
 
 def token_limit(turn: TurnState) -> int:

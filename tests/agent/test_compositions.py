@@ -235,3 +235,16 @@ async def test_each_stage_gets_a_share_of_the_compositions_token_budget(agents: 
         assert used >= 20
         assert len(agents.bodies(child, ModelMessage)) < 6, "stopped before its script's end"
     assert ended.reason.startswith(f"The stage {children[0]} ended failed: The turn reached")
+
+
+async def test_a_stage_cannot_nest_deeper_than_its_root_allows_whatever_its_own_spec_says(
+    agents: Agents,
+) -> None:
+    agents.published["deep"] = AgentSpec(
+        "deep", "Delegate.", model="script", can_spawn=True, limits=Limits(max_depth=5), version=1
+    )
+    spawn = {"name": "spawn_agent", "arguments": {"task": script({"reply": "leaf"})}}
+    text = script({"calls": [spawn]}, {"reply": "{results}"})
+    ended = await run(agents, text, composing(Sequential(("deep",)), max_depth=1))
+    assert ended.reply == "Helpers may not be nested deeper than 1 levels."
+    assert sorted(agents.states) == [ME, f"{ME}.t1r1c0"], "the stage made no helper"
