@@ -29,3 +29,9 @@ class Claim(msgspec.Struct, frozen=True):
     finished: Finished | None = None
     """The result of an earlier attempt that finished, if one did; None with `first`
     False means an earlier attempt started and was interrupted: its outcome is unknown."""
+
+
+def leg_key(idempotency_key: str, leg: int) -> str:
+    """The key of a call sent again with a person's answer to what its `leg`-th send asked
+    (an MCP server's "input required"): each answered leg is a send of its own."""
+    return f"{idempotency_key}/input{leg}"

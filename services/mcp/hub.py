@@ -25,7 +25,7 @@ import mcp_types
 import msgspec
 
 from schemas.chat import ToolCall, ToolDefinition
-from schemas.effects import Finished
+from schemas.effects import Finished, leg_key
 from schemas.harness import ToolResult, ToolStatus
 from schemas.mcp import PREFIX, McpCatalog, McpTool
 from schemas.questions import InputAnswer, InputAsked, Question
@@ -100,8 +100,8 @@ class McpHub:
         the journaled step, so a replay reads the same times). Each answered leg of a call
         is a send of its own in the ledger, keyed `KEY/inputN`."""
         started = time.time()  # noqa: TID251 - inside the journaled step
-        leg_key = key if answer is None else f"{key}/input{answer.asked.leg}"
-        result = self._run(call, leg_key, tool, answer)
+        leg = key if answer is None else leg_key(key, answer.asked.leg)
+        result = self._run(call, leg, tool, answer)
         finished = time.time()  # noqa: TID251 - inside the journaled step
         return msgspec.structs.replace(result, started=started, finished=finished)
 

@@ -16,7 +16,7 @@ the path from an agent's append to its followers (`python -m bench.commits` time
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any
 import aiosqlite
 import msgspec
 
+from schemas.effects import leg_key
 from schemas.events import BODY_TAGS, ApprovalRequested, Event
 from schemas.questions import Question
 from schemas.spec import AgentSpec
@@ -418,6 +419,12 @@ class ProjectionStore:
             f" where type = 'tool_called' and {where}",
             under,
         )
+        asked = await self._db.execute_fetchall(
+            "select agent, turn, json_extract(cast(event as text), '$.body.call_id'),"  # noqa: S608
+            f" count(*) from events where type = 'approval_requested' and {where}"
+            " group by 1, 2, 3",
+            under,
+        )
         artifacts = await self._db.execute_fetchall(
             "select distinct json_extract(cast(event as text), '$.body.sha256') from events e"  # noqa: S608
             f" where type = 'artifact_written' and {where.replace('agent', 'e.agent')}"
@@ -433,7 +440,7 @@ class ProjectionStore:
         )
         return Erasable(
             tuple(sorted(str(r[0]) for r in agents)),
-            tuple(f"{a}/t{t}/r{r}/{c}" for a, t, r, c in calls),
+            _ledger_keys(calls, asked),
             tuple(sorted(str(r[0]) for r in artifacts if r[0])),
             int(next(iter(count))[0]),
         )
@@ -525,3 +532,16 @@ def _key(row: tuple[Any, ...]) -> ApiKey:
     id_, tenant, scope, hash_, created, revoked, name = row
     revoked_at = _time(revoked) if revoked else None
     return ApiKey(id_, tenant, scope, hash_, _time(created), revoked_at, name=name)
+
+
+def _ledger_keys(calls: Iterable[sqlite3.Row], asked: Iterable[sqlite3.Row]) -> tuple[str, ...]:
+    """The idempotency keys of the tool calls (`agent/tTURN/rROUND/CALL`), and of each leg
+    a call was sent again with a person's answer: a call asked as many times as its
+    `approval_requested` events say, each answer a key of its own (`leg_key`)."""
+    legs = {(a, t, c): int(n) for a, t, c, n in asked}
+    keys: list[str] = []
+    for agent, turn, round_, call in calls:
+        key = f"{agent}/t{turn}/r{round_}/{call}"
+        keys.append(key)
+        keys += [leg_key(key, leg) for leg in range(1, legs.get((agent, turn, call), 0) + 1)]
+    return tuple(keys)

@@ -242,3 +242,27 @@ def test_an_ag_ui_run_resumes_the_question_with_its_answers(shop: Shop) -> None:
     assert "RUN_FINISHED" in text
     assert "Ordered 6 tea." in text
     assert len(shop.calls(f"ordered tea 6 {address}/")) == 1
+
+
+def test_a_deleted_agent_leaves_no_answered_leg_for_a_new_agent_at_its_address(
+    shop: Shop,
+) -> None:
+    """Each answered leg of a call has a ledger entry of its own (`KEY/inputN`), holding
+    the call's result: deleting the agent removes those too, so a new agent at the same
+    address asks the server again and gets its own result, never the old agent's."""
+    address = _address("input-deleted")
+    shop.send(address)
+    first = shop.asked(address).request_id
+    shop.answer(address, first, {"approve": True, "answers": {"quantity": {"quantity": 3}}})
+    assert shop.live.wait_for_turn_end(address, 1).reply == "Ordered 3 tea."
+    headers = {"Authorization": f"Bearer {shop.key}"}
+    deleted = shop.http.delete(f"/v1/agents/{address}", headers=headers)
+    assert deleted.status_code == 200, deleted.text
+
+    shop.send(address)
+    again = shop.asked(address).request_id
+    shop.answer(address, again, {"approve": True, "answers": {"quantity": {"quantity": 5}}})
+
+    ended = shop.live.wait_for_turn_end(address, 1)
+    assert ended.reply == "Ordered 5 tea.", ended
+    assert len(shop.calls(f"ordered tea 5 {address}/")) == 1
