@@ -79,6 +79,8 @@ class ErasureTargets(msgspec.Struct, frozen=True):
     """sha256 digests of artifacts only these agents wrote."""
     hooks: tuple[str, ...] = ()
     events: int = 0
+    counted: int = 0
+    """How many of the agents started a turn, so count as one of the tenant's agents."""
 
 
 class WorkspaceErase(msgspec.Struct, frozen=True):
@@ -116,3 +118,9 @@ class ErasureRecord(msgspec.Struct, frozen=True):
 
 class ErasureList(msgspec.Struct, frozen=True):
     records: tuple[ErasureRecord, ...] = ()
+
+
+class Released(msgspec.Struct, frozen=True):
+    """The input of `TenantUsage.give_agents`: agents erased, no longer counted."""
+
+    count: int

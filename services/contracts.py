@@ -33,6 +33,7 @@ from schemas.lifecycle import (
     ForkQuery,
     ForkRequest,
     ForkSource,
+    Released,
     WorkspaceErase,
     WorkspaceFork,
 )
@@ -165,6 +166,8 @@ TOKENS = Handler(TENANT_USAGE, "tokens", TokensQuery, TokensToday)
 TAKE_AGENT = Handler(TENANT_USAGE, "take_agent", Empty, Empty)
 """One agent more for a spawn, refused (429) at the tenant's ceiling."""
 COUNT_AGENT = Handler(TENANT_USAGE, "count_agent", Empty, Empty)
+GIVE_AGENTS = Handler(TENANT_USAGE, "give_agents", Released, Empty)
+"""Sent one-way by an agent's erasure: those agents no longer count."""
 """Sent one-way by an agent a message (not a spawn) brought into being, at its first wake."""
 
 PROJECT_EVENTS = Handler(PROJECTOR, "events", EventBatch, Empty)

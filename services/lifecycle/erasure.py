@@ -40,6 +40,7 @@ from schemas.lifecycle import (
     ErasureRecord,
     ErasureRequest,
     ErasureTargets,
+    Released,
     WorkspaceErase,
 )
 from services.contracts import (
@@ -49,8 +50,11 @@ from services.contracts import (
     ERASE_TENANT,
     ERASURES,
     FORGET,
+    GIVE_AGENTS,
+    GIVE_SCHEDULE,
     HOOKS,
     LIFECYCLE,
+    LIST_SCHEDULES,
     PROJECTOR,
     SCHEDULES,
     TENANT,
@@ -60,7 +64,7 @@ from services.contracts import (
     WORKSPACE_ERASE,
     Empty,
 )
-from services.durable import call, step_options
+from services.durable import call, send, step_options
 from services.lifecycle.restate_admin import RestateAdminApi, Target
 from services.projection.projector import Projection
 
@@ -118,8 +122,11 @@ class Eraser:
 
         found = await ctx.run_typed("find", find, step_options(ErasureTargets))
         objects = targets_of(found, tenant)
+        schedules = 0 if tenant else await _schedules(ctx, found.agents)
         killed = await self._admin(ctx, "stop", lambda a: Erased(invocations=a.stop_all(objects)))
         cleared = await self._admin(ctx, "clear", lambda a: Erased(keys=a.clear(objects)))
+        if tenant is None:  # a tenant's counts are cleared with it
+            _give_back(ctx, found.counted, schedules)
         removed = await call(ctx, WORKSPACE_ERASE, WorkspaceErase(found.agents, found.artifacts))
         await call(ctx, FORGET, found)
 
@@ -171,7 +178,23 @@ class Eraser:
             held.artifacts,
             hooks,
             held.events,
+            held.started,
         )
+
+
+async def _schedules(ctx: restate.ObjectContext, agents: tuple[str, ...]) -> int:
+    """How many schedules the agents have, which their tenant counts."""
+    listed = [await call(ctx, LIST_SCHEDULES, Empty(), key=agent) for agent in agents]
+    return sum(len(found.schedules) for found in listed)
+
+
+def _give_back(ctx: restate.ObjectContext, agents: int, schedules: int) -> None:
+    """The erased agents' places in their tenant's counts, one-way."""
+    tenant = ctx.key()
+    if agents:
+        send(ctx, GIVE_AGENTS, Released(agents), key=tenant)
+    for _ in range(schedules):
+        send(ctx, GIVE_SCHEDULE, Empty(), key=tenant)
 
 
 def hooks_of(admin: RestateAdminApi, tenant: str) -> tuple[str, ...]:

@@ -30,8 +30,9 @@ from services.durable import step_options
 from services.ingress import AsyncIngress
 from services.observe import tracing
 from services.projection.catalog import Decided
+from services.projection.erasure import Erasable
 from services.projection.rebuild import rebuild_from_restate
-from services.projection.store import Erasable, ProjectionStore
+from services.projection.store import ProjectionStore
 
 T = TypeVar("T")
 log = logging.getLogger("teaspill.projection")

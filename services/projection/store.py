@@ -16,7 +16,7 @@ the path from an agent's append to its followers (`python -m bench.commits` time
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,12 +26,12 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from schemas.effects import leg_key
 from schemas.events import BODY_TAGS, ApprovalRequested, Event
 from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.catalog import Decided, catalog_rows
+from services.projection.erasure import Erasable, erasable, erase
 from services.projection.migrations import MIGRATIONS
 
 QUEUE_WINDOW = 2000
@@ -89,14 +89,6 @@ class AgentRow:
     last_seq: int
     last_outcome: str | None
     last_activity: str
-
-
-@dataclass(frozen=True)
-class Erasable:
-    agents: tuple[str, ...]
-    idempotency_keys: tuple[str, ...]
-    artifacts: tuple[str, ...]
-    events: int
 
 
 @dataclass(frozen=True)
@@ -403,68 +395,13 @@ class ProjectionStore:
     # --- erasure (the projector's writer only) ----------------------------------------
 
     async def erasable(self, prefix: str) -> Erasable:
-        """What the projection holds of the agents `prefix` names (one agent and the agents
-        under it, or a whole tenant): their addresses, the ledger keys of their tool calls,
-        and the artifacts no other agent wrote."""
-        under = (prefix, len(prefix) + 1, f"{prefix}.")
-        where = "(agent = ? or substr(agent, 1, ?) = ?)"
-        agents = await self._db.execute_fetchall(
-            f"select distinct agent from events where {where}"  # noqa: S608
-            " union select address from agents where address = ? or substr(address, 1, ?) = ?",
-            (*under, *under),
-        )
-        calls = await self._db.execute_fetchall(
-            f"select agent, turn, json_extract(cast(event as text), '$.round'),"  # noqa: S608
-            " json_extract(cast(event as text), '$.body.call_id') from events"
-            f" where type = 'tool_called' and {where}",
-            under,
-        )
-        asked = await self._db.execute_fetchall(
-            "select agent, turn, json_extract(cast(event as text), '$.body.call_id'),"  # noqa: S608
-            f" count(*) from events where type = 'approval_requested' and {where}"
-            " group by 1, 2, 3",
-            under,
-        )
-        artifacts = await self._db.execute_fetchall(
-            "select distinct json_extract(cast(event as text), '$.body.sha256') from events e"  # noqa: S608
-            f" where type = 'artifact_written' and {where.replace('agent', 'e.agent')}"
-            " and not exists (select 1 from events o where o.type = 'artifact_written'"
-            " and not (o.agent = ? or substr(o.agent, 1, ?) = ?) and"
-            " json_extract(cast(o.event as text), '$.body.sha256')"
-            " = json_extract(cast(e.event as text), '$.body.sha256'))",
-            (*under, *under),
-        )
-        count = await self._db.execute_fetchall(
-            f"select count(*) from events where {where}",  # noqa: S608
-            under,
-        )
-        return Erasable(
-            tuple(sorted(str(r[0]) for r in agents)),
-            _ledger_keys(calls, asked),
-            tuple(sorted(str(r[0]) for r in artifacts if r[0])),
-            int(next(iter(count))[0]),
-        )
+        """What the projection holds of the agents `prefix` names (`erasure.erasable`)."""
+        return await erasable(self._db, prefix)
 
     async def erase(self, prefix: str, *, tenant: str | None = None) -> None:
-        """Delete every row of the agents `prefix` names (and, for a `tenant`, its specs and
-        keys), overwriting what they held (`secure_delete`), then checkpoint the WAL so no
-        copy of the pages is left in it."""
-        under = (prefix, len(prefix) + 1, f"{prefix}.")
-        statements: list[tuple[str, Sequence[tuple[Any, ...]]]] = [
-            ("delete from events where agent = ? or substr(agent, 1, ?) = ?", [under]),
-            ("delete from agents where address = ? or substr(address, 1, ?) = ?", [under]),
-        ]
-        if tenant is not None:
-            statements += [
-                ("delete from specs where tenant = ?", [(tenant,)]),
-                ("delete from keys where tenant = ?", [(tenant,)]),
-            ]
-        await self._db.execute_fetchall("pragma secure_delete = on")
-        try:
-            await self._in_thread(_transaction, statements)
-        finally:
-            await self._db.execute_fetchall("pragma secure_delete = off")
-        await self._db.execute_fetchall("pragma wal_checkpoint(truncate)")
+        """Delete the rows of the agents `prefix` names (`erasure.erase`)."""
+        await erase(self._db, lambda statements: self._in_thread(_transaction, statements),
+                    prefix, tenant)  # fmt: skip
 
     async def _one_or_none(self, sql: str, *args: object) -> tuple[Any, ...] | None:
         cursor = await self._db.execute(sql, args)
@@ -532,16 +469,3 @@ def _key(row: tuple[Any, ...]) -> ApiKey:
     id_, tenant, scope, hash_, created, revoked, name = row
     revoked_at = _time(revoked) if revoked else None
     return ApiKey(id_, tenant, scope, hash_, _time(created), revoked_at, name=name)
-
-
-def _ledger_keys(calls: Iterable[sqlite3.Row], asked: Iterable[sqlite3.Row]) -> tuple[str, ...]:
-    """The idempotency keys of the tool calls (`agent/tTURN/rROUND/CALL`), and of each leg
-    a call was sent again with a person's answer: a call asked as many times as its
-    `approval_requested` events say, each answer a key of its own (`leg_key`)."""
-    legs = {(a, t, c): int(n) for a, t, c, n in asked}
-    keys: list[str] = []
-    for agent, turn, round_, call in calls:
-        key = f"{agent}/t{turn}/r{round_}/{call}"
-        keys.append(key)
-        keys += [leg_key(key, leg) for leg in range(1, legs.get((agent, turn, call), 0) + 1)]
-    return tuple(keys)

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import restate
 
+from schemas.lifecycle import Released
 from schemas.tenant import TokenLease, TokensGranted, TokensQuery, TokensSettled, TokensToday
 from services.contracts import (
     COUNT_AGENT,
+    GIVE_AGENTS,
     LEASE_TOKENS,
     SETTLE_TOKENS,
     TAKE_AGENT,
@@ -97,4 +99,11 @@ async def take_agent(ctx: restate.ObjectContext) -> Empty:
 @tenant_usage.handler(name=COUNT_AGENT.name)
 async def count_agent(ctx: restate.ObjectContext) -> Empty:
     ctx.set(AGENTS, (await ctx.get(AGENTS, type_hint=int) or 0) + 1)
+    return Empty()
+
+
+@tenant_usage.handler(name=GIVE_AGENTS.name)
+async def give_agents(ctx: restate.ObjectContext, released: Released) -> Empty:
+    count = await ctx.get(AGENTS, type_hint=int) or 0
+    ctx.set(AGENTS, max(0, count - released.count))
     return Empty()

@@ -132,6 +132,18 @@ def _restate_rows(settings: Settings, marker: str) -> dict[str, int]:
         admin.close()
 
 
+def _agents_counted(settings: Settings, tenant: str) -> int:
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query(
+            "select value_utf8 from state where service_name = 'TenantUsage'"  # noqa: S608
+            f" and service_key = '{tenant}' and key = 'agents'"
+        )
+    finally:
+        admin.close()
+    return int(rows[0]["value_utf8"]) if rows else 0
+
+
 def _projection_holds(settings: Settings, marker: str) -> bool:
     async def read() -> bool:
         store = await ProjectionStore.open(settings.home / "projection.db", readonly=True)
@@ -207,9 +219,15 @@ def test_deleting_an_agent_removes_it_and_what_it_spawned_alone(live: Live) -> N
         live.send(other, address, keeping(f"{address}-{MARKER}"))
         live.ended(other, address)
 
+    counted = _agents_counted(live.settings, "other")
     deleted = live.http.delete("/v1/agents/other.gone", headers=other)
 
     assert deleted.status_code == 200, deleted.text
+    eventually(
+        lambda: _agents_counted(live.settings, "other") == counted - 1 or None,
+        30,
+        "the tenant's count to give the agent back",
+    )
     assert deleted.json()["agents"] == ["other.gone"]
     assert live.http.get("/v1/agents/other.gone", headers=other).status_code == 404
     assert live.http.get("/v1/agents/other.stays", headers=other).status_code == 200
