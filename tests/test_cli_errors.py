@@ -32,6 +32,8 @@ SAMPLES = {
     "template": "Build {{ id }}",
     "hook_id": "acme.0123456789abcdef0123",
     "eval_file": str(ROOT / "examples" / "assistant-evals.toml"),
+    "seq": "3",
+    "new": "acme.branch",
 }
 OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
 """Options a command cannot run without."""
@@ -40,6 +42,8 @@ NEEDS_NO_STACK = {
     "teaspill up": "starts the stack: with none running there is nothing wrong",
     "teaspill env": "prints the addresses a stack of this home uses, running or not",
     "teaspill eval compare": "reads two results files: no stack is involved",
+    "teaspill backup create": "backs up a home whose stack is down as it is",
+    "teaspill backup restore": "writes a fresh home from a file: no stack is involved",
 }
 
 

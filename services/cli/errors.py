@@ -27,6 +27,7 @@ from services.client import ApiError
 from services.evals.report import ReportError
 from services.evals.suite import EvalFileError
 from services.ingress import IngressError
+from services.lifecycle.backup import BackupError
 from services.settings import ConfigError
 from services.specs import SpecError
 from services.stack import StackError
@@ -158,6 +159,7 @@ def _os(error: Exception) -> tuple[str, int]:
 
 _SENTENCES: tuple[tuple[type[Exception], Callable[[Exception], tuple[str, int]]], ...] = (
     (ConfigError, lambda e: (str(e), 2)),
+    (BackupError, lambda e: (str(e), 1)),
     (SpecError, lambda e: (str(e), 2)),
     (UsageError, lambda e: (str(e), 2)),
     (EvalFileError, lambda e: (str(e), 2)),

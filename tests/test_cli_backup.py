@@ -1,0 +1,80 @@
+"""`teaspill backup`: in-process, on files made here (no stack needed for what is refused,
+nor for a backup of a home whose stack is down)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from services.cli.main import main
+from services.stack import isolated_settings
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home whose stack is down, holding a little of each part a backup keeps."""
+    made = tmp_path / "home"
+    (made / "restate" / "teaspill" / "db").mkdir(parents=True)
+    (made / "restate" / "teaspill" / "db" / "000001.sst").write_bytes(b"table" * 100)
+    (made / "workspaces" / "acme" / "acme.a").mkdir(parents=True)
+    (made / "workspaces" / "acme" / "acme.a" / "notes.txt").write_text("kept")
+    (made / "workspaces" / "acme" / "acme.a" / "link").symlink_to("notes.txt")
+    (made / "projection.db").write_bytes(b"derived")
+    settings = isolated_settings(made)
+    monkeypatch.setenv("TEASPILL_HOME", str(made))
+    monkeypatch.setenv("TEASPILL_ADMIN_PORT", str(settings.admin_port))
+    return made
+
+
+def test_a_backup_of_a_stopped_home_restores_into_a_fresh_one(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "b.tar.gz"
+    assert main(["backup", "create", str(archive)]) == 0
+    assert "the stack was down" in capsys.readouterr().out
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile(names[0]).read())  # type: ignore[union-attr]
+    assert names[0] == "manifest.json"
+    assert (manifest["format"], manifest["version"]) == ("teaspill-backup", 1)
+    assert "projection.db" not in names
+    assert oct(archive.stat().st_mode & 0o777) == "0o600"
+    assert main(["backup", "create", str(archive)]) == 1
+    assert "exists already" in capsys.readouterr().err
+
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("TEASPILL_HOME", str(fresh))
+    assert main(["backup", "restore", str(archive)]) == 0
+    restored = fresh / "workspaces" / "acme" / "acme.a"
+    assert (restored / "notes.txt").read_text() == "kept"
+    assert (restored / "link").readlink() == Path("notes.txt")
+    assert (fresh / "restate" / "teaspill" / "db" / "000001.sst").read_bytes() == b"table" * 100
+    assert (fresh / "restored.json").is_file()
+    assert main(["backup", "restore", str(archive)]) == 1
+    assert "holds an installation already" in capsys.readouterr().err
+
+
+def test_a_damaged_archive_is_refused_with_a_sentence_and_nothing_written(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "b.tar.gz"
+    assert main(["backup", "create", str(archive)]) == 0
+    raw = bytearray(gzip.decompress(archive.read_bytes()))
+    at = raw.index(b"kept")
+    raw[at] ^= 0x01
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(gzip.compress(bytes(raw)))
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("TEASPILL_HOME", str(fresh))
+    capsys.readouterr()
+
+    assert main(["backup", "restore", str(damaged)]) == 1
+
+    said = capsys.readouterr().err
+    assert "is not the file the manifest names" in said
+    assert "nothing was written" in said
+    assert not fresh.exists()
