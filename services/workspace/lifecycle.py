@@ -21,6 +21,10 @@ from schemas.workspace import artifact_name
 from services.workspace.files import LENT_MODE, existing_workspace, open_workspace
 from services.workspace.volumes import Volumes
 
+CHANGED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EINVAL, errno.ELOOP})
+"""What reading an entry of a source that changes under the copy meets: it is gone, or no
+longer what it was (a link where a file was, a file where a link was)."""
+
 
 def copy_workspace(
     home: Path, source: str, target: str, quota_bytes: int, volumes: Volumes | None
@@ -53,7 +57,7 @@ def copy_workspace(
 def _copy_entry(folder_fd: int, name: str, target: Path) -> bool:
     """Copy the entry `name` of the open folder to `target`: a folder is made (its
     contents come as `os.fwalk` reaches them), a link stays a link, a regular file is
-    copied; anything else, or an entry gone meanwhile, is left out (False)."""
+    copied; anything else, or an entry gone or changed meanwhile, is left out (False)."""
     try:
         found = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if stat.S_ISDIR(found.st_mode):
@@ -64,8 +68,10 @@ def _copy_entry(folder_fd: int, name: str, target: Path) -> bool:
         if stat.S_ISREG(found.st_mode) and _copy_file(folder_fd, name, target):
             return True
         target.symlink_to(os.readlink(name, dir_fd=folder_fd))
-    except OSError:
-        return False
+    except OSError as error:
+        if error.errno in CHANGED:
+            return False
+        raise  # the copy's own write failed (its quota, the disk): the step says so
     return True
 
 

@@ -4,7 +4,9 @@ do that) is not followed out of the workspace."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,16 @@ def test_a_folder_swapped_for_a_link_during_the_copy_is_not_followed(
     assert fork is not None
     assert swapped
     assert MARKER not in _everything(fork)
+
+
+def test_a_copy_that_cannot_write_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a source that changed is skipped; a write of the copy's own that fails (its
+    quota, a full disk) fails the copy, which is not left half made as if complete."""
+    _source(tmp_path)
+
+    def full(*_: object) -> None:
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    with pytest.raises(OSError, match="quota"):
+        copy_workspace(tmp_path, "acme.src", "acme.fork", 2**20, None)
