@@ -13,6 +13,9 @@ Each run, on new agents, times four cases, interleaved:
   messages sent at once from five threads, whose replies the client joins.
 
 Every reply is checked against what the stages must answer, or no figures are printed.
+After the timed runs, one more run of each case with journals kept counts what Restate made
+for it, from the send until every invocation had finished: invocations, journal entries
+and bytes (the benchmark's own timeline reads left out).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from schemas.wake import Message
 from services.contracts import PUBLISH
 from services.ingress import Ingress
 from services.stack import Stack, isolated_settings
+from services.stack.journal import RestateAdmin
 
 TENANT = "bench"
 STAGES = ("stage-a", "stage-b", "stage-c")
@@ -108,10 +112,10 @@ def timed(case: str, run: Callable[[], str]) -> float:
 def cases(ingress: Ingress, n: int, pool: ThreadPoolExecutor) -> dict[str, Callable[[], str]]:
     """The four cases of run `n`, each on agents of its own."""
     return {
-        "sequential": lambda: composed(ingress, f"{TENANT}.seq-{n}", SEQUENTIAL),
-        "sequential by hand": lambda: by_hand_sequential(ingress, f"{TENANT}.hs-{n}"),
-        "parallel": lambda: composed(ingress, f"{TENANT}.par-{n}", PARALLEL),
-        "parallel by hand": lambda: by_hand_parallel(ingress, f"{TENANT}.hp-{n}", pool),
+        "sequential": lambda: composed(ingress, f"{TENANT}.seq-{n + 1}", SEQUENTIAL),
+        "sequential by hand": lambda: by_hand_sequential(ingress, f"{TENANT}.hs-{n + 1}"),
+        "parallel": lambda: composed(ingress, f"{TENANT}.par-{n + 1}", PARALLEL),
+        "parallel by hand": lambda: by_hand_parallel(ingress, f"{TENANT}.hp-{n + 1}", pool),
     }
 
 
@@ -124,6 +128,29 @@ def measure(ingress: Ingress, runs: int) -> dict[str, list[float]]:
                 if run:
                     found.setdefault(case, []).append(ms)
     return found
+
+
+def cost(ingress: Ingress, admin: RestateAdmin) -> dict[str, tuple[int, int, int]]:
+    """Invocations, journal entries and bytes of one more run of each case."""
+    admin.retain_journals(admin.services())
+    found: dict[str, tuple[int, int, int]] = {}
+    with ThreadPoolExecutor(BRANCHES) as pool:
+        for case, go in cases(ingress, -1, pool).items():
+            before = {invocation.id for invocation in admin.invocations()}
+            timed(case, go)
+            made = [i for i in admin.finished_since(before) if i.target_handler_name != "timeline"]
+            journals = admin.journals([i.id for i in made])
+            entries = sum(j.size.entries for j in journals)
+            found[case] = (len(made), entries, sum(j.size.bytes for j in journals))
+    return found
+
+
+def render_cost(found: dict[str, tuple[int, int, int]]) -> str:
+    lines = ["| case | invocations | journal entries | journal bytes |", "|---|---|---|---|"]
+    lines += [
+        f"| {case} | {n} | {entries} | {size:,} |" for case, (n, entries, size) in found.items()
+    ]
+    return "\n".join(lines)
 
 
 def render(found: dict[str, list[float]], runs: int) -> str:
@@ -157,10 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for spec in (SEQUENTIAL, PARALLEL):
                     ingress.call(PUBLISH, spec, TENANT)
                 found = measure(ingress, args.runs)
+                with RestateAdmin(settings.admin_url) as admin:
+                    spent = cost(ingress, admin)
         except BenchError as error:
             print(f"bench.compose: {error}", file=sys.stderr)
             return 1
     print(render(found, args.runs))
+    print(render_cost(spent))
     if args.json:
         args.json.write_text(json.dumps(found, indent=2))
     return 0
