@@ -254,6 +254,9 @@ class AgentForked(msgspec.Struct, frozen=True, tag="agent_forked"):
     """Who forked it: the key's id and name, as approvals show them."""
 
 
+FailedBy = Literal["", "turn", "step"]
+
+
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     outcome: Outcome
     reply: str = ""
@@ -261,6 +264,11 @@ class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     """For a failed or stopped turn: one sentence saying what happened."""
     usage: Usage = Usage()
     """Model tokens the turn used, summed over its finished model calls."""
+    failed_by: FailedBy = ""
+    """For a failed turn, what failed: `turn`, the turn could not reach a reply within what
+    it may do (its rounds, its budgets, its harness gave up); `step`, a step it needed
+    could not be run (its model, after every fallback; its spec; a check of the policy
+    pipeline). Empty for the other endings, and on turns recorded before it was kept."""
 
 
 EventBody = (

@@ -33,6 +33,7 @@ from schemas.events import (
     ArtifactWritten,
     ChildSpawned,
     EventBody,
+    FailedBy,
     HandedOff,
     Outcome,
     ToolCalled,
@@ -48,6 +49,7 @@ from schemas.harness import (
     CallModel,
     CallTool,
     Command,
+    Fail,
     HandOff,
     Handover,
     Recall,
@@ -92,6 +94,7 @@ from services.agent.machine import (
 )
 from services.agent.observers import Observer
 from services.agent.pipeline import (
+    BudgetExceededError,
     Lease,
     Pipeline,
     TenantQuotas,
@@ -322,16 +325,20 @@ class Driver:
                 if isinstance(error, restate.TerminalError) and error.status_code == CANCELLED:
                     spent = books.spent(self._clock)
                     return TurnStopped(spent, books.ledger, books.context, self._bell.steered)
-                return self._ran(books.spent(self._clock), ("failed", reason(error)))
+                spent = books.spent(self._clock)
+                return self._ran(spent, ("failed", reason(error)), failed_by(error))
             try:
                 command = harness.send(result)
             except StopIteration as stop:
                 final = msgspec.structs.replace(stop.value, usage=self._books.turn.usage)
-                return self._ran(self._books.spent(self._clock, final), ending(command))
+                failed: FailedBy = "turn" if isinstance(command, Fail) else ""
+                return self._ran(self._books.spent(self._clock, final), ending(command), failed)
 
-    def _ran(self, turn: TurnState, ending: tuple[Outcome, str] | None) -> TurnRan:
+    def _ran(
+        self, turn: TurnState, ending: tuple[Outcome, str] | None, failed: FailedBy = ""
+    ) -> TurnRan:
         books, bell = self._books, self._bell
-        return TurnRan(turn, ending, books.ledger, books.context, bell.steered, bell.held)
+        return TurnRan(turn, ending, books.ledger, books.context, bell.steered, bell.held, failed)
 
     async def _mcp_catalog(self, turn: TurnState) -> McpCatalog:
         """The tools of the MCP servers the spec grants, listed once per wake in one
@@ -583,6 +590,11 @@ class Driver:
             record = msgspec.structs.replace(record, timeline=self._timeline.mark)
         await self._store.finish(record)
         return record
+
+
+def failed_by(error: restate.TerminalError | PolicyError) -> FailedBy:
+    """A budget is the turn's own limit; anything else is a step that could not run."""
+    return "turn" if isinstance(error, BudgetExceededError) else "step"
 
 
 def reason(error: restate.TerminalError | PolicyError) -> str:

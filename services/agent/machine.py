@@ -22,6 +22,7 @@ from schemas.events import (
     AgentState,
     ApprovalAbandoned,
     ChildReported,
+    FailedBy,
     Outcome,
     ScheduleFired,
     ScheduleSkipped,
@@ -258,7 +259,7 @@ def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: boo
         number, 0, (TurnStarted(message.text, spec.kind, spec.version, None, message.id),)
     )
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
-    ended = _end(address, begun, turn, "failed", reason)
+    ended = _end(address, begun, turn, "failed", reason, failed_by="step")
     return _then(Reaction(begun, (started,)), _then(ended, _next(address, ended.record)))
 
 
@@ -273,7 +274,7 @@ def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
     turn = ran.turn
     record = msgspec.structs.replace(record, spec=turn.spec)  # a handoff's, from now on
     if ran.ending is not None:
-        ended = _end(address, record, turn, *ran.ending)
+        ended = _end(address, record, turn, *ran.ending, failed_by=ran.failed_by)
         if ran.held is not None:
             ended = _then(ended, on_pause(ended.record, ran.held))
         return _then(ended, _next(address, ended.record))
@@ -297,7 +298,13 @@ def _stopped(address: str, record: AgentRecord, turn: TurnState) -> Reaction:
 
 
 def _end(
-    address: str, record: AgentRecord, turn: TurnState, outcome: Outcome, text: str
+    address: str,
+    record: AgentRecord,
+    turn: TurnState,
+    outcome: Outcome,
+    text: str,
+    *,
+    failed_by: FailedBy = "",
 ) -> Reaction:
     """Record the ending, keep the turn's messages, and report to the parent."""
     effects: list[Effect] = []
@@ -310,7 +317,11 @@ def _end(
             abandoned = tuple(r for r in (*abandoned, request) if r in answered)
     succeeded = outcome == "succeeded"
     body = TurnEnded(
-        outcome, reply=text if succeeded else "", reason="" if succeeded else text, usage=turn.usage
+        outcome,
+        reply=text if succeeded else "",
+        reason="" if succeeded else text,
+        usage=turn.usage,
+        failed_by=failed_by if outcome == "failed" else "",
     )
     record, kept = _remembered(record, Segment(turn.number, turn.messages))
     effects += [Emit(turn.number, turn.round, (body,)), kept]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from schemas.context import ContextState, Segment
-from schemas.events import EventBody, Outcome
+from schemas.events import EventBody, FailedBy, Outcome
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
 from schemas.state import AgentRecord, Ledger
@@ -38,6 +38,8 @@ class TurnRan:
     """Ids of the messages that joined the turn while it ran."""
     held: Pause | None = None
     """Set when a pause held the turn at a round boundary (`ending` is None then)."""
+    failed_by: FailedBy = ""
+    """For a failed ending, what failed (`TurnEnded.failed_by`)."""
 
 
 @dataclass(frozen=True)

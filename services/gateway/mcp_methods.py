@@ -19,6 +19,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from schemas.events import (
+    ApprovalAnswered,
+    ApprovalRefused,
     ApprovalRequested,
     Event,
     MessageQueued,
@@ -37,6 +39,8 @@ from services.gateway.turns import follow_turn
 MISSING_CAPABILITY = -32021
 CANCEL_PATIENCE = 30.0
 """Seconds a 2025-11-25 `tasks/cancel` waits for the stopped turn to end."""
+ANSWER_PATIENCE = 10.0
+"""Seconds answers wait to be applied by the agent before their request is answered."""
 
 
 class UpdateTaskParams(types.RequestParams):
@@ -114,11 +118,14 @@ class TaskMethods:
                 "tasks/get gives a task's result once it ended",
             )
         agent, message_id, view = await self._task(ctx, params.task_id, "read")
+        ending = view.ending
         result = mcp_tasks.view_result(view)
         if result is None:
             with stream_slot(self.rt, agent.caller):
                 ending = await turn_end(self.rt, agent, view.first_seq - 1, message_id)
             result = mcp_tasks.call_result(view.address, ending)
+        if (ended := mcp_tasks.broke(ending)) is not None:
+            raise MCPError(*mcp_tasks.failure(view.address, ended))
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         dumped["_meta"] = {RELATED: {"taskId": view.task_id}}
         return dumped
@@ -170,19 +177,36 @@ class TaskMethods:
         request ids answered, and per request the gateway refused, the sentence why."""
         answered: set[str] = set()
         problems: dict[str, str] = {}
+        after: int | None = None
         for asked in view.asked:
             answer = mcp_answers.answer_of(asked, responses)
             if answer is None:
                 continue
             try:
-                await service.answer(self.rt, agent, asked.request_id, answer)
+                accepted = await service.answer(self.rt, agent, asked.request_id, answer)
             except ApiError as error:
                 if error.status >= 500:
                     raise MCPError(types.INTERNAL_ERROR, error.message) from None
                 problems[asked.request_id] = error.message
             else:
                 answered.add(asked.request_id)
+                after = min(after, accepted.after_seq) if after is not None else accepted.after_seq
+        if after is not None:
+            await self._applied(agent, after, set(answered))
         return answered, problems
+
+    async def _applied(self, agent: Owned, after: int, requests: set[str]) -> None:
+        """Until the timeline shows each of `requests` answered (or the answer refused), so
+        that a `tasks/get` after the acknowledgement sees it; at most `ANSWER_PATIENCE`
+        seconds (an answer Restate holds is applied when the agent runs, however late)."""
+        with anyio.move_on_after(ANSWER_PATIENCE):
+            async with aclosing(service.follow(self.rt, agent, after)) as items:
+                async for item in items:
+                    body = item.body if isinstance(item, Event) else None
+                    if isinstance(body, ApprovalAnswered | ApprovalRefused):
+                        requests.discard(body.request_id)
+                    if not requests:
+                        return
 
 
 def _routed_to(ctx: ServerRequestContext[Any], task_id: str) -> None:

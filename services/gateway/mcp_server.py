@@ -44,8 +44,10 @@ from services.gateway.mcp_status import statused
 from services.gateway.mcp_tasks import (
     EXTENSION,
     UnknownTaskError,
+    broke,
     call_result,
     failed,
+    failure,
     input_requests,
 )
 from services.gateway.runtime import Runtime
@@ -150,6 +152,8 @@ class Mcp:
             except ApiError as error:
                 return failed(error.message)
             ending = await turn_end(self.rt, agent, after, message_id, answered=answered)
+        if (ended := broke(ending)) is not None:
+            raise MCPError(*failure(agent.address, ended))
         if (
             modern
             and ending is not None

@@ -34,6 +34,8 @@ from services.gateway import mcp_answers
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
+INTERNAL_ERROR = types.INTERNAL_ERROR
+"""The JSON-RPC code of a turn whose step could not run (`broke`)."""
 POLL_MS = 1000
 """The polling interval suggested to clients."""
 
@@ -126,6 +128,8 @@ def _status(
         outcome = ending.body.outcome
         if outcome == "stopped":
             return "cancelled", ending.body.reason or "the turn was stopped"
+        if broke(ending) is not None:
+            return "failed", ending.body.reason or "the turn failed"
         return "completed", f"the turn ended {outcome}"
     if asked:
         names = ", ".join(f"{a.request_id} (tool {a.name})" for a in asked)
@@ -150,6 +154,22 @@ def call_result(address: str, ending: Event | None) -> types.CallToolResult:
         f"read GET /v1/agents/{address}/timeline for the rest",
         address,
     )
+
+
+def broke(ending: Event | None) -> TurnEnded | None:
+    """The ending of a turn that failed because a step it needed could not run (its model,
+    after every fallback; its spec): a protocol failure, answered as a JSON-RPC error with
+    the turn's sentence (`failure`), never as a result. A turn that failed within its own
+    limits is a tool error, like any other ending that is not a reply."""
+    body = ending.body if ending is not None else None
+    if isinstance(body, TurnEnded) and body.outcome == "failed" and body.failed_by == "step":
+        return body
+    return None
+
+
+def failure(address: str, ended: TurnEnded) -> tuple[int, str, dict[str, Any]]:
+    """The JSON-RPC error of a turn that `broke`: code, message and data."""
+    return INTERNAL_ERROR, ended.reason or "the turn failed", {"agent": address}
 
 
 def view_result(view: TaskView) -> types.CallToolResult | None:
@@ -209,9 +229,13 @@ def modern_task(view: TaskView, *, detailed: bool) -> dict[str, Any]:
         "ttlMs": None,
         "pollIntervalMs": POLL_MS,
     }
-    if detailed and view.status in TERMINAL and view.status != "cancelled":
+    if detailed and view.status == "completed":
         result = call_result(view.address, view.ending)
         task["result"] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    ended = broke(view.ending)
+    if detailed and ended is not None:
+        code, message, data = failure(view.address, ended)
+        task["error"] = {"code": code, "message": message, "data": data}
     if detailed and view.status == "input_required":
         task["inputRequests"] = input_requests(view)
     return task

@@ -172,6 +172,7 @@ def test_a_queued_message_without_a_spec_is_a_failed_turn_and_the_next_one_start
     ended = [b for b in bodies(found) if isinstance(b, TurnEnded)]
     assert [e.outcome for e in ended] == ["failed"]
     assert "No spec of kind 'ghost'" in ended[0].reason
+    assert ended[0].failed_by == "step"
     drive = last(found)
     assert isinstance(drive, Drive)
     assert drive.turn.number == 3

@@ -5,9 +5,11 @@ it reaches the gateway through a local proxy that adds acme's key to every reque
 Some of the suite's checks call fixture tools of its own that a server under test is
 expected to carry. The gateway's tools are its tenant's agent kinds: for the Tasks
 scenarios the tenant publishes kinds named for the fixture tools `greet`, `slow_compute`,
-`failing_job`, `confirm_delete`, `multi_input` and `test_tool_with_task`, each declaring the
-tool's input and task support and run by a model that does what the tool does
-(tests.fixtures.models): the last three ask the suite's own forms with `ask_user`. A call of
+`failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input` and
+`test_tool_with_task`, each declaring the tool's input and task support and run by a model
+that does what the tool does (tests.fixtures.models): `failing_job`'s turn fails within its
+own limits (a tool error), `protocol_error_job`'s model step fails (a protocol error), and
+the last three ask the suite's own forms with `ask_user`. A call of
 a fixture tool no kind plays (`test_simple_text`, ...) is answered with a tool error whose
 sentence names the missing message: where a check reads only the shape of a result (text content,
 `isError`) it passes on that answer, and the test says so. The checks that fail are named
@@ -87,15 +89,10 @@ TASKS = [
             "sep-2663-tasks-get-status-working",
             "sep-2663-tasks-get-status-completed",
             "sep-2663-tool-error-uses-completed-status",
+            "sep-2663-tasks-get-status-failed",
             "sep-2663-cancel-ack-empty-result",
             "tasks-cancel-terminal-idempotent-ack",
             "tasks-sync-tool-call",
-        },
-        {
-            "sep-2663-tasks-get-status-failed": "it calls the fixture tool protocol_error_job, "
-            "whose task ends in a protocol error; a failed turn is the agent's answer that "
-            "it could not reach a reply, a tool error the calling model reads (docs/mcp.md, "
-            "How a turn's end is answered), so no task of the gateway ends failed",
         },
     ),
     Expected(
@@ -200,7 +197,12 @@ FIXTURE_KINDS = [
         ["seconds"],
         "optional",
     ),
-    _fixture("failing_job", {}, [], "required"),
+    {
+        **_fixture("failing_job", {}, [], "required"),
+        "tools": ["calculator"],
+        "limits": {"max_rounds": 1},
+    },
+    _fixture("protocol_error_job", {}, [], "optional"),
     {
         **_fixture("confirm_delete", {"filename": {"type": "string"}}, ["filename"], "optional"),
         "tools": {"ask_user": "allow"},
