@@ -196,11 +196,9 @@ class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
 
 
 class Handover(msgspec.Struct, frozen=True, tag="handover"):
-    """The answer to `HandOff`: the kind's spec; None when it is not published (or
-    `problem` says why there is none)."""
+    """The answer to `HandOff`: the kind's newest spec; None when it is not published."""
 
     spec: AgentSpec | None = None
-    problem: str = ""
 
 
 class Ack(msgspec.Struct, frozen=True, tag="ack"):

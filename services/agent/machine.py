@@ -291,6 +291,7 @@ def _on_ran(address: str, record: AgentRecord, ran: TurnRan) -> Reaction:
 def _stopped(address: str, record: AgentRecord, turn: TurnState) -> Reaction:
     """The running wake was cancelled: it does no more work, so what queued behind the
     turn runs in a new wake."""
+    record = msgspec.structs.replace(record, spec=turn.spec)  # a handoff's, from now on
     ended = _end(address, record, turn, "stopped", STOPPED)
     if not ended.record.queue:
         return ended

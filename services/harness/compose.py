@@ -253,7 +253,7 @@ def _handoff(given: TurnInput, turn: TurnState, handoff: Handoff) -> Step:
     if spec is None:
         tenant = parse_address(given.address).tenant
         missing = f"No spec of kind {kind!r} is published for tenant {tenant!r}."
-        yield Fail(answer.problem or missing)
+        yield Fail(missing)
         return turn
     if isinstance(spec.composition, Handoff):
         yield Fail(f"The kind {kind!r} hands off again; a turn hands off once.")

@@ -14,7 +14,7 @@ from schemas.events import ChildSpawned, HandedOff, ModelMessage, TurnEnded, Tur
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message
 from services.executor.scripted import script
-from tests.agent.test_driver import ME, Agents
+from tests.agent.test_driver import ME, Agents, ScriptModel
 
 pytestmark = pytest.mark.anyio
 
@@ -248,3 +248,17 @@ async def test_a_stage_cannot_nest_deeper_than_its_root_allows_whatever_its_own_
     ended = await run(agents, text, composing(Sequential(("deep",)), max_depth=1))
     assert ended.reply == "Helpers may not be nested deeper than 1 levels."
     assert sorted(agents.states) == [ME, f"{ME}.t1r1c0"], "the stage made no helper"
+
+
+async def test_a_handed_off_turn_that_is_stopped_still_leaves_the_agent_to_the_new_kind(
+    tmp_path: Path,
+) -> None:
+    agents = Agents(tmp_path, ScriptModel(stop_at=1))
+    agents.published["billing"] = AgentSpec("billing", "Bills.", model="script", version=1)
+    front = composing(Handoff(("billing",), pick="rules", default="billing"))
+    await agents.wake(ME, Message("hi", spec=front))
+    assert [e.outcome for e in agents.bodies(ME, TurnEnded)] == ["stopped"]
+    assert len(agents.bodies(ME, HandedOff)) == 1
+    agents.model.stop_at = 0
+    await agents.wake(ME, Message("again"))
+    assert [s.spec_kind for s in agents.bodies(ME, TurnStarted)] == ["composer", "billing"]
