@@ -12,7 +12,8 @@ from typing import Any, get_args
 import msgspec
 import pytest
 
-from schemas.events import BODY_TAGS, Event, EventBody, ModelFallback
+from schemas.events import BODY_TAGS, ApprovalRequested, Event, EventBody, ModelFallback
+from schemas.questions import Question
 from services.cli import health
 from services.cli import main as cli_main
 from services.cli.errors import BUG, guarded
@@ -85,6 +86,20 @@ def test_a_fallback_names_both_models_and_why() -> None:
     assert "remote" in line
     assert "smollm2" in line
     assert "it did not answer" in line
+
+
+def test_a_question_the_model_asks_shows_its_choices() -> None:
+    choice = {"type": "string", "enum": ["red", "blue"]}
+    form = {"type": "object", "properties": {"answer": choice}, "required": ["answer"]}
+    body = ApprovalRequested(
+        "t1r1-call_0", "call_0", "ask_user", {"question": "Which colour?"},
+        questions={"question": Question("Which colour?", form)},
+    )  # fmt: skip
+    line = describe(Event("acme.a", 3, 1, 1, datetime(2026, 12, 1, tzinfo=UTC), body))
+    assert line.endswith(
+        "asks the person t1r1-call_0; asks question: Which colour? "
+        "[answer string (required; one of red, blue)]"
+    )
 
 
 def test_a_body_this_version_does_not_know_is_shown_by_its_tag() -> None:

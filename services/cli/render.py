@@ -69,12 +69,27 @@ def _question(question: Question) -> str:
         return f"{question.message} (open {question.url}, then approve or deny)"
     properties: dict[str, Any] = question.schema.get("properties") or {}
     required = set(question.schema.get("required") or ())
-    fields = ", ".join(
-        f"{name} {prop.get('type', 'value') if isinstance(prop, dict) else 'value'}"
-        + (" (required)" if name in required else "")
-        for name, prop in properties.items()
-    )
+    fields = ", ".join(_field(name, prop, name in required) for name, prop in properties.items())
     return f"{question.message} [{fields}]" if fields else question.message
+
+
+def _field(name: str, prop: object, required: bool) -> str:
+    kind = prop.get("type", "value") if isinstance(prop, dict) else "value"
+    choices = prop.get("enum") if isinstance(prop, dict) else None
+    notes = [*(["required"] if required else [])]
+    if isinstance(choices, list):
+        notes.append("one of " + ", ".join(map(str, choices)))
+    return f"{name} {kind}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _asked(body: Any) -> str:
+    """An approval request, or (`ask_user`) the model's question to the person."""
+    questions = "".join(f"; asks {k}: {_question(q)}" for k, q in sorted(body.questions.items()))
+    if body.name == "ask_user":
+        return f"asks the person {body.request_id}" + questions
+    return f"asks approval {body.request_id} for {body.name}({_arguments(body.arguments)})" + (
+        questions
+    )
 
 
 def _ended(event: Event, body: Any) -> str:
@@ -107,10 +122,7 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     HandedOff: lambda e, b: f"handed off from {b.from_kind} to {b.kind} (v{b.version})",
     ChildReported: lambda e, b: f"{b.child} finished ({b.outcome}): {short(b.reply)}",
     Waiting: lambda e, b: f"waiting for {', '.join(b.pending)}",
-    ApprovalRequested: lambda e, b: (
-        f"asks approval {b.request_id} for {b.name}({_arguments(b.arguments)})"
-        + "".join(f"; asks {key}: {_question(q)}" for key, q in sorted(b.questions.items()))
-    ),
+    ApprovalRequested: lambda e, b: _asked(b),
     ApprovalAnswered: _answered,
     ApprovalAbandoned: lambda e, b: f"{b.request_id} abandoned: its outcome is unknown",
     ApprovalRefused: lambda e, b: f"an answer to {b.request_id} was refused: {b.message}",
