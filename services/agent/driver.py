@@ -18,6 +18,7 @@ workspace tools are durable calls to the `Workspace` service on the execution pl
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -68,7 +69,7 @@ from schemas.harness import (
 from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.mcp import McpCatalog, McpTool
 from schemas.model import ModelReply, ModelRequest
-from schemas.spec import grants
+from schemas.spec import COMPOSITION_HARNESS, grants
 from schemas.state import AgentRecord
 from schemas.tenant import SpecAnswer, SpecQuery, TokenLease, TokensSettled
 from schemas.wake import Message, ParentRef, SpanRef, Wake, WakeEnvelope
@@ -126,6 +127,7 @@ from services.tools.registry import ToolRegistry
 
 TOO_MANY = 429
 NO_QUOTAS = TenantQuotas()
+log = logging.getLogger("teaspill.agent")
 
 P = ParamSpec("P")
 
@@ -315,7 +317,11 @@ class Driver:
         given = TurnInput(self._address, turn, recent, tools, record.context, problems)
         self._books = Books(turn, record.ledger, record.context, self._clock.now)
         harness = start(self._harnesses, given)
-        command = next(harness)
+        try:
+            command = next(harness)
+        except Exception as error:  # noqa: BLE001 - a pure harness raises again on a retry
+            spent = self._books.spent(self._clock)
+            return self._ran(spent, ("failed", broke(turn, error)), "turn")
         while True:
             try:
                 result = await self.perform(command, record)
@@ -333,6 +339,10 @@ class Driver:
                 final = msgspec.structs.replace(stop.value, usage=self._books.turn.usage)
                 failed: FailedBy = "turn" if isinstance(command, Fail) else ""
                 return self._ran(self._books.spent(self._clock, final), ending(command), failed)
+            except Exception as error:  # noqa: BLE001 - as above: the turn fails, not the wake
+                turn = self._books.turn
+                spent = self._books.spent(self._clock)
+                return self._ran(spent, ("failed", broke(turn, error)), "turn")
 
     def _ran(
         self, turn: TurnState, ending: tuple[Outcome, str] | None, failed: FailedBy = ""
@@ -595,6 +605,15 @@ class Driver:
 def failed_by(error: restate.TerminalError | PolicyError) -> FailedBy:
     """A budget is the turn's own limit; anything else is a step that could not run."""
     return "turn" if isinstance(error, BudgetExceededError) else "step"
+
+
+def broke(turn: TurnState, error: Exception) -> str:
+    """The sentence for a harness that raised. A harness is pure, so it would raise again
+    on every retry of the wake: the turn ends failed (the operator's log has the trace)
+    instead of the wake failing for good in front of every message after it."""
+    name = COMPOSITION_HARNESS if turn.spec.composition is not None else turn.spec.harness
+    log.exception("The harness %s raised in turn %d", name, turn.number)
+    return f"The harness {name!r} failed: {type(error).__name__}: {error}."
 
 
 def reason(error: restate.TerminalError | PolicyError) -> str:

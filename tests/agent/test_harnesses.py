@@ -185,3 +185,31 @@ async def test_the_pipeline_holds_the_spawn_bounds_against_a_harness_that_ignore
     # share can, and then the turn has its 3 children.
     assert result.reply == f"started | started | {budget} | started | {limit}"
     assert len(agents.bodies(ME, ChildSpawned)) == 3
+
+
+def _broken(given: TurnInput) -> Turn:
+    """A harness with a bug its input finds (as one fed a shape it did not expect)."""
+    request = ModelRequest("script", given.turn.messages, agent=given.address, turn=1, round=1)
+    reply = yield CallModel(request)
+    assert isinstance(reply, ModelReply)
+    raise KeyError(reply.message.content)
+
+
+async def test_a_harness_that_raises_ends_its_turn_failed_and_the_agent_goes_on(
+    agents: Agents,
+) -> None:
+    """A harness is pure, so what it raises it raises on every retry of the wake: the
+    turn ends failed with a sentence, instead of the wake failing for good and holding
+    every message after it."""
+    agents.harnesses = {**BUILTIN_HARNESSES, "broken": _broken}
+    spec = msgspec.structs.replace(SPEC, harness="broken", tools=())
+
+    result = await agents.wake(ME, Message(script({"reply": "oops"}), spec=spec))
+
+    (ended,) = agents.bodies(ME, TurnEnded)
+    assert (ended.outcome, ended.failed_by) == ("failed", "turn")
+    assert ended.reason == "The harness 'broken' failed: KeyError: 'oops'."
+    assert result.status.state == "idle"
+    plain = msgspec.structs.replace(spec, harness="loop")
+    again = await agents.wake(ME, Message(script({"reply": "fine"}), spec=plain))
+    assert again.reply == "fine"
