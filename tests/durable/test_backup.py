@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 from schemas.events import (
@@ -22,9 +23,10 @@ from schemas.events import (
     ModelMessage,
     ToolFinished,
     TurnEnded,
+    TurnParked,
     Waiting,
 )
-from schemas.spec import AgentSpec
+from schemas.spec import AgentSpec, Limits
 from schemas.wake import Approval, Message
 from services.cli.lifecycle import backup_create, backup_restore
 from services.contracts import ADD_KEY
@@ -55,6 +57,11 @@ PARENT = script(
 )
 ASKER = script(
     {"calls": [{"name": "ledger", "arguments": {"entry": "restored-entry"}}]},
+    {"reply": "wrote: {results}"},
+)
+PARKING = msgspec.structs.replace(SPEC, limits=Limits(approval_timeout=1))
+PARKED = script(
+    {"calls": [{"name": "ledger", "arguments": {"entry": "parked-entry"}}]},
     {"reply": "wrote: {results}"},
 )
 CREATED = datetime(2026, 12, 1, tzinfo=UTC)
@@ -102,16 +109,19 @@ def running(settings: Settings, address: str) -> Callable[[], bool | None]:
 
 def test_a_backup_taken_mid_run_comes_back_on_other_ports_and_goes_on(tmp_path: Path) -> None:
     first = stack_settings(tmp_path / "first")
-    agents = {name: f"test.{name}" for name in ("mid", "parent", "asker", "queue")}
+    agents = {name: f"test.{name}" for name in ("mid", "parent", "asker", "parked", "queue")}
     archive = tmp_path / "backup.tar.gz"
     with Stack(first) as stack, closing(Ingress(first.ingress_url)) as ingress:
         for name in ("asker", "queue", "parent"):
             ingress.message(agents[name], "hello", SPEC)
+        ingress.message(agents["parked"], "hello", PARKING)
         plaintext, key = new_key("test", "admin", CREATED)
         ingress.call(ADD_KEY, key, "test")
         ingress.send_wake(agents["parent"], Message(PARENT))
         ingress.send_wake(agents["asker"], Message(ASKER))
+        ingress.send_wake(agents["parked"], Message(PARKED))
         eventually(has(ingress, agents["asker"], ApprovalRequested), 60, "the approval request")
+        eventually(has(ingress, agents["parked"], TurnParked), 60, "the turn to park")
         eventually(has(ingress, agents["parent"], Waiting), 60, "the parent to wait")
         ingress.send_wake(agents["mid"], Message(SLOW, spec=SPEC))
         ingress.send_wake(agents["queue"], Message(SLOW))
@@ -132,29 +142,25 @@ def test_a_backup_taken_mid_run_comes_back_on_other_ports_and_goes_on(tmp_path: 
         assert not any(isinstance(e.body, TurnEnded) and e.turn == 2 for e in before["asker"])
 
     second = stack_settings(tmp_path / "second")
-    assert {second.ingress_port, second.admin_port} & {
-        first.ingress_port,
-        first.admin_port,
-    } == set()
+    ports = {second.ingress_port, second.admin_port, second.endpoint_port}
+    assert ports.isdisjoint({first.ingress_port, first.admin_port, first.endpoint_port})
     backup_restore(second, archive)
     with Stack(second), closing(Ingress(second.ingress_url)) as ingress:
         for name, address in agents.items():
             assert events(ingress, address)[: len(before[name])] == before[name], name
         assert ended(ingress, agents["mid"], 1).reply == "slow done"
         assert "child done" in ended(ingress, agents["parent"], 2).reply
-        asked = next(
-            e.body
-            for e in events(ingress, agents["asker"])
-            if isinstance(e.body, ApprovalRequested)
-        )
-        ingress.send_wake(agents["asker"], Approval(asked.request_id, approve=True, by="ops"))
-        assert ended(ingress, agents["asker"], 2).outcome == "succeeded"
+        for name in ("asker", "parked"):
+            timeline = events(ingress, agents[name])
+            asked = next(e.body for e in timeline if isinstance(e.body, ApprovalRequested))
+            ingress.send_wake(agents[name], Approval(asked.request_id, approve=True, by="ops"))
+            assert ended(ingress, agents[name], 2).outcome == "succeeded", name
         assert [ended(ingress, agents["queue"], turn).outcome for turn in (2, 3, 4)] == [
             "succeeded"
         ] * 3
         lines = ledger_path(second.home).read_text().splitlines()
         entries = Counter(line.split("\t")[1] for line in lines)
-        assert entries == Counter({"restored-entry": 1}), "the approved call ran once"
+        assert entries == Counter({"restored-entry": 1, "parked-entry": 1}), "each ran once"
         finished = [e for e in events(ingress, agents["asker"]) if isinstance(e.body, ToolFinished)]
         assert len(finished) == 1
         gateway = f"http://127.0.0.1:{second.gateway_port}"
