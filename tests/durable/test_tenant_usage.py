@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from schemas.events import Event, ModelMessage, ToolFinished, TurnEnded
+from schemas.lifecycle import ForkRequest
 from schemas.spec import AgentSpec, Limits
 from schemas.tenant import TokensQuery
 from schemas.wake import Message
-from services.contracts import AGENT, TOKENS
+from services.contracts import AGENT, FORK, TOKENS
 from services.executor.scripted import script
+from services.ingress import IngressError
 from services.stack.journal import RestateAdmin
 from tests.durable.conftest import LiveStack, eventually, live_stack, stack_settings
 from tests.fixtures.tools import started_path
@@ -181,3 +183,16 @@ def test_sigkill_mid_turn_counts_each_model_step_once(small: LiveStack) -> None:
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+def test_forks_count_against_the_tenants_agents(small: LiveStack) -> None:
+    small.ingress.message("branchy.origin", script({"reply": "hi"}), SPEC)
+    for n in range(AGENTS - 1):
+        small.ingress.call(FORK, ForkRequest("branchy.origin", 1), f"branchy.fork{n}")
+
+    with pytest.raises(IngressError) as refused:
+        small.ingress.call(FORK, ForkRequest("branchy.origin", 1), "branchy.past")
+
+    assert refused.value.status == 429, refused.value.message
+    assert "tenant branchy has 4 agents" in refused.value.message
+    assert small.ingress.timeline("branchy.past").events == ()
