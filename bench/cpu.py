@@ -55,6 +55,11 @@ def cpu_times() -> CpuTimes:
     return CpuTimes(parts["restate"], parts["endpoint"], own.user + own.system, parts["plain"])
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) the process `pid` and its children have spent so far."""
+    return _tree_cpu(pid, list(_processes()))
+
+
 def _processes() -> Iterator[_Proc]:
     for stat in PROC.glob("[0-9]*/stat"):
         try:

@@ -6,8 +6,10 @@ and its restate-server exporting every span to a real trace store (Arize Phoenix
 `.venv/trace-store`, on loopback), one with tracing off, beside which the plain Restate loop
 (`bench/plain.py`) runs on the untraced restate-server. Their turns are interleaved (traced,
 off, plain, then the next), so all three meet the same load. Per-round time is a turn's wall
-time at the ingress client divided by its rounds; the spans the store holds after the run
-are counted, so a traced run that exported nothing prints no figures.
+time at the ingress client divided by its rounds, and each endpoint's CPU (its process
+tree's, from /proc) from the first counted turn until the store holds every span, divided
+by the rounds; the spans the store
+holds after the run are counted, so a traced run that exported nothing prints no figures.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import httpx
 
 from bench import BenchError
 from bench.baseline import plain_endpoint, plain_settings, plain_turn, start_plain
+from bench.cpu import process_cpu
 from bench.results import Span
 from bench.rounds import TURN_TIMEOUT, run_turn
 from bench.stats import Spread, spread
 from services.ingress import Ingress
-from services.settings import Settings
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
 from tests.fixtures.trace_store import TraceStore, trace_store
@@ -47,6 +49,10 @@ class Figures:
     spans_exported: int
     """Spans the trace store holds of the traced stack's run (restate-server's and ours),
     counted once it holds every model call's."""
+    traced_cpu_ms: float = 0.0
+    """The traced endpoint's CPU a round (ms), its spans' export included."""
+    off_cpu_ms: float = 0.0
+    """The untraced endpoint's CPU a round (ms), likewise."""
 
     @property
     def tracing_cost_ms(self) -> float:
@@ -65,24 +71,31 @@ def per_round(spans: Sequence[Span], rounds: int) -> Spread:
 
 
 @contextmanager
-def stacks(home: Path, store: TraceStore) -> Iterator[tuple[Settings, Settings]]:
+def stacks(home: Path, store: TraceStore) -> Iterator[tuple[Stack, Stack]]:
     traced = isolated_settings(
         home / "traced", otlp_endpoint=store.http_url, restate_tracing_endpoint=store.grpc_url
     )
     off = isolated_settings(home / "off")
-    with Stack(traced, gateway=False), Stack(off, gateway=False):
+    with Stack(traced, gateway=False) as on_stack, Stack(off, gateway=False) as off_stack:
         twin = plain_endpoint(plain_settings(off))
         start_plain(twin)
         try:
-            yield traced, off
+            yield on_stack, off_stack
         finally:
             twin.stop()
 
 
+def endpoint_cpu(stack: Stack) -> float:
+    pid = stack.endpoint.pid
+    return process_cpu(pid) if pid is not None else 0.0
+
+
 def measure(home: Path, turns: int, rounds: int) -> Figures:
     (home / "phoenix").mkdir(parents=True)
-    with trace_store(home / "phoenix") as store, stacks(home, store) as (traced, off):
+    with trace_store(home / "phoenix") as store, stacks(home, store) as (on_stack, off_stack):
+        traced, off = on_stack.settings, off_stack.settings
         spans: dict[str, list[Span]] = {"traced": [], "off": [], "plain": []}
+        cpu: dict[str, float] = {}
         with (
             closing(Ingress(traced.ingress_url, timeout=TURN_TIMEOUT)) as on_ingress,
             closing(Ingress(off.ingress_url, timeout=TURN_TIMEOUT)) as off_ingress,
@@ -97,9 +110,14 @@ def measure(home: Path, turns: int, rounds: int) -> Figures:
                 if turn:
                     for name, span in zip(spans, times, strict=True):
                         spans[name].append(span)
+                else:
+                    cpu = {"traced": -endpoint_cpu(on_stack), "off": -endpoint_cpu(off_stack)}
         exported = eventually(
             lambda: exported_all(store, (turns + 1) * rounds), 120, "every model span in the store"
         )
+        # Read once the spans are out, so the CPU of their export counts.
+        cpu["traced"] += endpoint_cpu(on_stack)
+        cpu["off"] += endpoint_cpu(off_stack)
     return Figures(
         turns,
         rounds,
@@ -107,6 +125,8 @@ def measure(home: Path, turns: int, rounds: int) -> Figures:
         per_round(spans["off"], rounds),
         per_round(spans["plain"], rounds),
         exported,
+        cpu["traced"] * 1000 / (turns * rounds),
+        cpu["off"] * 1000 / (turns * rounds),
     )
 
 
@@ -122,6 +142,10 @@ def report(figures: Figures) -> str:
     ]
     lines += [f"{name:34} {s.median_ms:16.2f} {s.p95_ms:13.2f}" for name, s in rows]
     lines.append(f"tracing's cost: {figures.tracing_cost_ms:+.2f} ms a round (median)")
+    lines.append(
+        f"endpoint CPU a round: {figures.traced_cpu_ms:.2f} ms traced, "
+        f"{figures.off_cpu_ms:.2f} ms off"
+    )
     lines.append(f"spans in the trace store: {figures.spans_exported}")
     return "\n".join(lines)
 
