@@ -13,6 +13,10 @@ from typing import Any
 
 import msgspec
 
+MAX_ASKED = 64 * 1024
+"""The most a call's questions (and an MCP server's request state) may take, encoded: they
+are journaled and held in the agent's state while the turn waits."""
+
 KINDS: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "number": (int, float),

@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.chat import ToolCall
 from schemas.harness import PendingApproval
-from schemas.questions import KINDS, InputAsked, Question
+from schemas.questions import KINDS, MAX_ASKED, InputAsked, Question
 from services.harness.builtins import ASK_USER
 
 QUESTION = "question"
@@ -50,8 +50,15 @@ def asked_of(call: ToolCall) -> InputAsked | str:
     return _asked(question, {"type": "object", "properties": {ANSWER: field}, "required": [ANSWER]})
 
 
-def _asked(question: str, schema: dict[str, Any]) -> InputAsked:
-    return InputAsked({QUESTION: Question(question, schema)})
+def _asked(question: str, schema: dict[str, Any]) -> InputAsked | str:
+    asked = InputAsked({QUESTION: Question(question, schema)})
+    size = len(msgspec.json.encode(asked))
+    if size > MAX_ASKED:
+        return (
+            "ask_user takes a question and its choices or form of at most "
+            f"{MAX_ASKED:,} bytes; this one is {size:,}."
+        )
+    return asked
 
 
 def _strings(choices: object) -> bool:

@@ -21,11 +21,7 @@ import mcp_types
 import msgspec
 from mcp.client.session import ClientRequestContext
 
-from schemas.questions import InputAnswer, InputAsked, Question, defaults_of
-
-KEPT_BYTES = 64 * 1024
-"""The most a call's questions and request state may take together: they are journaled and
-held in the agent's state while the turn waits."""
+from schemas.questions import MAX_ASKED, InputAnswer, InputAsked, Question, defaults_of
 
 
 def asked_of(result: mcp_types.InputRequiredResult, leg: int) -> InputAsked | str:
@@ -35,10 +31,10 @@ def asked_of(result: mcp_types.InputRequiredResult, leg: int) -> InputAsked | st
     if isinstance(asked, str):
         return asked
     size = len(msgspec.json.encode(asked))
-    if size > KEPT_BYTES:
+    if size > MAX_ASKED:
         return (
             f"asked for input with questions and request state of {size:,} bytes, more than "
-            f"the {KEPT_BYTES:,} a waiting call may keep"
+            f"the {MAX_ASKED:,} a waiting call may keep"
         )
     return asked
 

@@ -20,7 +20,7 @@ from schemas.harness import (
     Told,
     TurnState,
 )
-from schemas.questions import InputAsked, Question, answer_problem
+from schemas.questions import MAX_ASKED, InputAsked, Question, answer_problem
 from schemas.spec import AgentSpec
 from services.executor.scripted import follow_directives, script
 from services.harness.asking import DECLINED, QUESTION, answer_text, asked_of
@@ -180,3 +180,21 @@ def test_a_form_of_unhashable_shapes_is_refused_with_a_sentence_not_raised(
     assert refused
     assert "ask_user takes `form`" in refused[0].reason
     assert isinstance(recording.commands[-1], Reply)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"question": "Which?", "choices": ["a" * 70_000]},
+        {"question": "q", "form": {"properties": {"x": {"enum": list(range(20_000))}}}},
+        {"question": "q", "form": {"properties": {"x": {"type": "string", "about": "b" * 70_000}}}},
+    ],
+)
+def test_a_question_too_big_to_keep_is_refused_as_an_mcp_servers_is(
+    arguments: dict[str, Any],
+) -> None:
+    """The question is journaled and held in the agent's state while the turn waits, so it
+    is held to the size a waiting MCP call may keep."""
+    found = asked_of(ToolCall("c", "ask_user", arguments))
+    assert isinstance(found, str)
+    assert f"at most {MAX_ASKED:,} bytes" in found
