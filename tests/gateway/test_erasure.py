@@ -47,6 +47,7 @@ SPEC = {
     "model": "script",
     "tools": ["write_file", "read_file"],
     "workspace": {"quota_mb": 16},
+    "can_spawn": True,
 }
 
 
@@ -215,21 +216,34 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
 
 def test_deleting_an_agent_removes_it_and_what_it_spawned_alone(live: Live) -> None:
     other = live.key("other")
-    for address in ("other.gone", "other.stays"):
-        live.send(other, address, keeping(f"{address}-{MARKER}"))
-        live.ended(other, address)
+    child = "other.gone.t1r1c0"
+    parent = script(
+        {"calls": [{"name": "spawn_agent", "arguments": {"task": keeping(f"{child}-{MARKER}")}}]},
+        {"calls": [{"name": "wait"}]},
+        {"reply": "the child said: {results}"},
+    )
+    live.send(other, "other.gone", parent)
+    live.send(other, "other.stays", keeping(f"other.stays-{MARKER}"))
+    live.ended(other, "other.stays")
+    live.ended(other, child)
+    live.ended(other, "other.gone")
+    home = live.settings.home
+    assert _files_holding(home / "workspaces", f"{child}-{MARKER}")
 
     counted = _agents_counted(live.settings, "other")
     deleted = live.http.delete("/v1/agents/other.gone", headers=other)
 
     assert deleted.status_code == 200, deleted.text
     eventually(
-        lambda: _agents_counted(live.settings, "other") == counted - 1 or None,
+        lambda: _agents_counted(live.settings, "other") == counted - 2 or None,
         30,
-        "the tenant's count to give the agent back",
+        "the tenant's count to give both agents back",
     )
-    assert deleted.json()["agents"] == ["other.gone"]
-    assert live.http.get("/v1/agents/other.gone", headers=other).status_code == 404
+    assert deleted.json()["agents"] == ["other.gone", child]
+    for gone in ("other.gone", child):
+        assert live.http.get(f"/v1/agents/{gone}", headers=other).status_code == 404
+    assert _files_holding(home / "workspaces", f"{child}-{MARKER}") == []
+    assert _restate_rows(live.settings, f"{child}-{MARKER}") == dict.fromkeys(TABLES, 0)
     assert live.http.get("/v1/agents/other.stays", headers=other).status_code == 200
     rows = _restate_rows(live.settings, f"other.gone-{MARKER}")
     assert rows["state"] == 0
