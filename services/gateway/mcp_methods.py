@@ -177,7 +177,7 @@ class TaskMethods:
         request ids answered, and per request the gateway refused, the sentence why."""
         answered: set[str] = set()
         problems: dict[str, str] = {}
-        after: int | None = None
+        after = view.first_seq - 1
         for asked in view.asked:
             answer = mcp_answers.answer_of(asked, responses)
             if answer is None:
@@ -190,15 +190,16 @@ class TaskMethods:
                 problems[asked.request_id] = error.message
             else:
                 answered.add(asked.request_id)
-                after = min(after, accepted.after_seq) if after is not None else accepted.after_seq
-        if after is not None:
-            await self._applied(agent, after, set(answered))
+                after = max(after, accepted.after_seq)
+        if answered:
+            await self.applied(agent, after, set(answered))
         return answered, problems
 
-    async def _applied(self, agent: Owned, after: int, requests: set[str]) -> None:
-        """Until the timeline shows each of `requests` answered (or the answer refused), so
-        that a `tasks/get` after the acknowledgement sees it; at most `ANSWER_PATIENCE`
-        seconds (an answer Restate holds is applied when the agent runs, however late)."""
+    async def applied(self, agent: Owned, after: int, requests: set[str]) -> None:
+        """Until the timeline after `after` shows each of `requests` answered (or the answer
+        refused), so that a `tasks/get` after the acknowledgement sees it; at most
+        `ANSWER_PATIENCE` seconds (an answer Restate holds is applied when the agent runs,
+        however late)."""
         with anyio.move_on_after(ANSWER_PATIENCE):
             async with aclosing(service.follow(self.rt, agent, after)) as items:
                 async for item in items:

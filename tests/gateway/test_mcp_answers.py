@@ -4,6 +4,7 @@ call asks for input passes each question on, and its answers go back as `answers
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -88,12 +89,17 @@ async def test_an_answer_the_gateway_refuses_is_not_counted_answered(
 ) -> None:
     sent: list[tuple[str, ApprovalIn]] = []
 
-    async def answer(_rt: Any, _agent: Owned, request_id: str, given: ApprovalIn) -> None:
+    async def answer(_rt: Any, _agent: Owned, request_id: str, given: ApprovalIn) -> Any:
         sent.append((request_id, given))
         if request_id == ASKING.request_id:
             raise ApiError(422, "The answer to 'quantity' is missing: it needs 'quantity'.")
+        return SimpleNamespace(after_seq=7)
+
+    async def applied(*_: Any) -> None:
+        """The wait for the agent to apply them (the durable tests' business)."""
 
     monkeypatch.setattr(service, "answer", answer)
+    monkeypatch.setattr(TaskMethods, "applied", applied)
     agent = Owned(Principal("acme", "write", "k1"), "acme.a")
     responses = {
         "t1r1-call_0": {"action": "accept", "content": {"approve": True}},
