@@ -44,6 +44,9 @@ TOOLS_FORMAT = (
     'or {"reply": "<text>"} to answer the user.'
 )
 
+TOOL_ROLE = "tool"
+"""The ChatML role a tool's result is shown under."""
+
 # Prefill runs in slices this long so that a stop is honoured within one slice (about half
 # a second on two cores) even while a long prompt is being evaluated.
 PREFILL_SLICE = 128
@@ -97,9 +100,9 @@ def _assistant_text(message: ChatMessage, tools_on: bool) -> str:
 
 
 def _tool_result_text(message: ChatMessage) -> str:
-    name = message.name or "unknown"
-    call = f" (call {message.tool_call_id})" if message.tool_call_id else ""
-    return f"The tool {name}{call} returned:\n{message.content}"
+    # Data in the shape of data: the result as a JSON object naming its tool, never a
+    # sentence that frames it (a small model took such a sentence for the answer to give).
+    return canonical({"result_of": message.name or "unknown", "content": message.content})
 
 
 def render_turns(request: ModelRequest) -> list[Turn]:
@@ -118,9 +121,9 @@ def render_turns(request: ModelRequest) -> list[Turn]:
         if message.role == "assistant":
             turns.append(("assistant", _assistant_text(message, tools_on)))
         elif message.role == "tool":
-            # SmolLM2 was never trained on a tool role; a user turn naming the tool is
-            # what it understands.
-            turns.append(("user", _tool_result_text(message)))
+            # A turn of its own, neither the user's nor the model's: SmolLM2 took results
+            # shown as user turns for the user's words, and answered by repeating them.
+            turns.append((TOOL_ROLE, _tool_result_text(message)))
         else:
             turns.append((message.role, message.content))
     return turns

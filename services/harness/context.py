@@ -27,6 +27,7 @@ from schemas.context import ContextState, FoldBlock, Segment
 from schemas.model import ModelReply
 from schemas.spec import AgentSpec
 from services.harness.builtins import RECALL
+from services.harness.echo import NUDGE
 
 DEFAULT_WINDOW = 4096
 """Tokens assumed for a model whose executor has not reported its window."""
@@ -69,9 +70,9 @@ def message_chars(message: ChatMessage) -> int:
 
 def shown_messages(segment: Segment) -> tuple[tuple[int, ChatMessage], ...]:
     """An earlier turn's messages as the prompt shows them, each with its index in the
-    turn. Its `recall` calls and their answers are left out: what they read is recorded
-    and can be read again, and shown again they only invite the model to read once more
-    instead of answering."""
+    turn. Its `recall` calls and their answers, and a nudge to answer, are left out: what
+    they read is recorded and can be read again, and shown again they only invite the
+    model to read once more instead of answering."""
     shown: list[tuple[int, ChatMessage]] = []
     for index, message in enumerate(segment.messages):
         kept = _without_recall(message)
@@ -81,6 +82,8 @@ def shown_messages(segment: Segment) -> tuple[tuple[int, ChatMessage], ...]:
 
 
 def _without_recall(message: ChatMessage) -> ChatMessage | None:
+    if message.role == "system" and message.name == NUDGE:
+        return None
     if message.role == "tool":
         return None if message.name == RECALL else message
     calls = tuple(call for call in message.tool_calls if call.name != RECALL)

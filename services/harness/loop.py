@@ -61,7 +61,9 @@ from services.harness.context import (
     shown_history,
     summary_chars,
 )
+from services.harness.echo import NUDGE, nudge, nudged, read_backs, repeats
 from services.harness.folding import extractive, folded, plan_fold, summary_request, usable
+from services.harness.recall import refers_back
 
 Turn = Generator[Command, Result, TurnState]
 
@@ -175,11 +177,28 @@ def _rounds(given: TurnInput, turn: TurnState) -> Turn:
                 return turn
             continue
         if not calls:
-            yield Reply(reply.message.content)
-            return turn
+            again = _echoed(turn, reply.message)
+            if again is None:
+                yield Reply(reply.message.content)
+                return turn
+            if isinstance(again, str):
+                yield Fail(again)
+                return turn
+            turn = again
 
 
 _GO_ON, _PAUSED = "go on", "paused"
+
+
+def _echoed(turn: TurnState, reply: ChatMessage) -> TurnState | str | None:
+    """None when `reply` is the answer. When it only repeats a read-back of this turn, the
+    turn with it taken out and a nudge put in its place, for one more round (whose model
+    may call no tool); a sentence, when the model was nudged already and repeated again."""
+    if not repeats(reply.content, read_backs(turn.messages)):
+        return None
+    if nudged(turn.messages):
+        return "The model only repeated what a tool read back, even when asked to answer."
+    return msgspec.structs.replace(turn, messages=(*turn.messages[:-1], nudge()))
 
 
 def _answered(
@@ -413,7 +432,7 @@ def _fold(
     return after
 
 
-RECALLS_PER_TURN = 3
+RECALLS_PER_TURN = 2
 """After this many `recall` calls in a turn it is withheld: still shown (the prompt's
 prefix stays the same) but no longer callable, so the model answers. A small model shown
 it can call it round after round and never answer."""
@@ -423,6 +442,20 @@ def _recalls(turn: TurnState) -> int:
     return sum(1 for m in turn.messages for c in m.tool_calls if c.name == RECALL)
 
 
+def _withheld(turn: TurnState, shown: set[str], *, cut: bool) -> tuple[str, ...]:
+    """The tools shown that this round's model may not call: every one in the round after
+    a nudge; `recall` unless it can help (a message was cut, or the user's message points
+    back at earlier turns) or once the turn called it `RECALLS_PER_TURN` times. Shown but
+    withheld, a tool keeps the prompt's prefix as it was."""
+    if turn.messages and turn.messages[-1].name == NUDGE:
+        return tuple(sorted(shown))
+    if RECALL not in shown:
+        return ()
+    asked = " ".join(m.content for m in turn.messages if m.role == "user")
+    helps = cut or refers_back(asked)
+    return () if helps and _recalls(turn) < RECALLS_PER_TURN else (RECALL,)
+
+
 def _model_call(given: TurnInput, turn: TurnState, view: _View, l0: _L0) -> CallModel:
     budget, estimate = Budget.of(turn.spec, view.state), Estimate(view.state)
     layers = _layers(turn, view, l0, recall=view.state.folds > 0)
@@ -430,7 +463,6 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View, l0: _L0) -> Call
     if prompt.cut and view.state.folds == 0:
         layers = _layers(turn, view, l0, recall=True)
     shown = {tool.name for tool in layers.tools}
-    spent = RECALL in shown and _recalls(turn) >= RECALLS_PER_TURN
     request = ModelRequest(
         model=turn.spec.model,
         fallback=turn.spec.fallback,
@@ -442,7 +474,7 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View, l0: _L0) -> Call
         agent=given.address,
         turn=turn.number,
         round=turn.round,
-        withheld=(RECALL,) if spent else (),
+        withheld=_withheld(turn, shown, cut=prompt.cut),
     )
     chars = prompt.chars + len(layers.fixed.tools_text)
     return CallModel(request, layers.fingerprint, layers.folds_fingerprint, chars)

@@ -7,6 +7,7 @@ where to read on (`message` and `offset`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import msgspec
@@ -102,3 +103,16 @@ def answer(query: RecallQuery, found: list[tuple[int, tuple[ChatMessage, ...]]])
         if note:
             break
     return msgspec.json.encode(RecallAnswer(tuple(turns), note)).decode()
+
+
+BACK_REFERENCES = re.compile(
+    r"\b(earlier|before|first|previous(ly)?|last time|ago|remember|recall|mentioned|"
+    r"you (said|wrote|told|answered)|i (said|told|asked|wrote|mentioned)|"
+    r"we (said|talked|discussed)|turn \d+)\b"
+)
+"""Words by which a message points back at earlier turns: only then can `recall` help."""
+
+
+def refers_back(text: str) -> bool:
+    """Whether `text` asks about earlier turns of the conversation."""
+    return BACK_REFERENCES.search(text.casefold()) is not None

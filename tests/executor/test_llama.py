@@ -108,7 +108,8 @@ def test_tool_calls_and_results_are_rendered_as_the_model_wrote_and_named() -> N
     )
     prompt = render_prompt(ask(SYSTEM, *history, tools=TOOLS))
     assert f'{IM_START}assistant\n{{"tool":"add","arguments":{{"a":2,"b":3}}}}{IM_END}' in prompt
-    assert f"{IM_START}user\nThe tool add (call call_0) returned:\n5{IM_END}" in prompt
+    assert f'{IM_START}tool\n{{"content":"5","result_of":"add"}}{IM_END}' in prompt
+    assert f"{IM_START}user\n" not in prompt.split("Add 2 and 3.")[1]
 
 
 @pytest.mark.parametrize(

@@ -225,15 +225,16 @@ def test_the_summary_request_is_bounded_by_the_window() -> None:
     assert Estimate(ContextState()).tokens(chars) + request.max_tokens <= LIMITS.context_window
 
 
-def test_recall_is_withheld_once_a_turn_called_it_three_times_and_the_prefix_stays() -> None:
-    call = {"calls": [{"name": "recall", "arguments": {}}]}
-    text = script(call, call, call, {"reply": "done"})
+def test_recall_is_withheld_once_a_turn_called_it_twice_and_the_prefix_stays() -> None:
+    # The script is the user's message: its query words point back at earlier turns.
+    call = {"calls": [{"name": "recall", "arguments": {"query": "what I said earlier"}}]}
+    text = script(call, call, {"reply": "done"})
     folded = ContextState(segments=5, folded=3, folds=1, blocks=(FoldBlock(1, 3, "Earlier."),))
     recording = run_in_process(given(5, folded, text=text), follow_directives)
     calls = [c for c in recording.commands if isinstance(c, CallModel)]
-    assert [[t.name for t in c.request.tools] for c in calls] == [["recall"]] * 4
-    assert [c.request.withheld for c in calls] == [(), (), (), ("recall",)]
-    assert calls[3].request.callable_tools() == ()
+    assert [[t.name for t in c.request.tools] for c in calls] == [["recall"]] * 3
+    assert [c.request.withheld for c in calls] == [(), (), ("recall",)]
+    assert calls[2].request.callable_tools() == ()
     assert len({(c.fingerprint, c.folds_fingerprint) for c in calls}) == 1
     assert recording.commands[-1] == Reply("done")
 
