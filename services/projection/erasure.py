@@ -76,22 +76,39 @@ async def erasable(db: aiosqlite.Connection, prefix: str) -> Erasable:
 async def erase(
     db: aiosqlite.Connection, transaction: Transaction, prefix: str, tenant: str | None
 ) -> None:
-    """Delete every row of the agents `prefix` names (and, for a `tenant`, its specs and
-    keys), overwriting what they held (`secure_delete`), then checkpoint the WAL so no
-    copy of the pages is left in it."""
+    """Delete every row of the agents `prefix` names, their own memories (and, for a
+    `tenant`, its specs, keys and every memory), `securely`."""
     under = (prefix, len(prefix) + 1, f"{prefix}.")
     statements: Statements = [
         ("delete from events where agent = ? or substr(agent, 1, ?) = ?", [under]),
         ("delete from agents where address = ? or substr(address, 1, ?) = ?", [under]),
     ]
+    statements.append((AGENT_MEMORIES, [under]))
     if tenant is not None:
         statements += [
             ("delete from specs where tenant = ?", [(tenant,)]),
             ("delete from keys where tenant = ?", [(tenant,)]),
+            ("delete from memories where tenant = ?", [(tenant,)]),
         ]
+    await securely(db, transaction, statements)
+
+
+AGENT_MEMORIES = (
+    "delete from memories where scope = 'agent' and (owner = ? or substr(owner, 1, ?) = ?)"
+)
+OPTIMIZE = "insert into memory_text (memory_text) values ('optimize')"
+"""Merges the full-text index into one segment, leaving out what deleted rows held."""
+
+
+async def securely(
+    db: aiosqlite.Connection, transaction: Transaction, statements: Statements
+) -> None:
+    """Run `statements` overwriting what they delete (`secure_delete`), merge the
+    full-text index so no segment keeps a deleted record's words, then checkpoint the
+    WAL so no copy of the pages is left in it."""
     await db.execute_fetchall("pragma secure_delete = on")
     try:
-        await transaction(statements)
+        await transaction([*statements, (OPTIMIZE, [()])])
     finally:
         await db.execute_fetchall("pragma secure_delete = off")
     await db.execute_fetchall("pragma wal_checkpoint(truncate)")

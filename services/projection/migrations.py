@@ -72,4 +72,27 @@ MIGRATIONS: tuple[str, ...] = (
     """
     create index events_by_type_and_time on events (type, at);
     """,
+    # Memory records, and their text indexed for full-text search (BM25): the index holds
+    # no copy of the text (external content), triggers keep it in step with the table.
+    """
+    create table memories (
+        id text not null unique,
+        tenant text not null,
+        scope text not null check (scope in ('agent', 'user', 'tenant')),
+        owner text not null,
+        kind text not null check (kind in ('episodic', 'semantic')),
+        at text not null,
+        text text not null
+    );
+    create index memories_by_scope on memories (tenant, scope, owner, at);
+    create virtual table memory_text using fts5(
+        text, content = 'memories', content_rowid = 'rowid', tokenize = 'unicode61'
+    );
+    create trigger memories_indexed after insert on memories begin
+        insert into memory_text (rowid, text) values (new.rowid, new.text);
+    end;
+    create trigger memories_unindexed after delete on memories begin
+        insert into memory_text (memory_text, rowid, text) values ('delete', old.rowid, old.text);
+    end;
+    """,
 )

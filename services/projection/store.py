@@ -27,11 +27,13 @@ import aiosqlite
 import msgspec
 
 from schemas.events import BODY_TAGS, ApprovalRequested, Event
+from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
+from services.projection import memories
 from services.projection.catalog import Decided, catalog_rows
-from services.projection.erasure import Erasable, erasable, erase
+from services.projection.erasure import Erasable, Statements, erasable, erase, securely
 from services.projection.migrations import MIGRATIONS
 
 QUEUE_WINDOW = 2000
@@ -179,7 +181,32 @@ class ProjectionStore:
     async def record_key(self, key: ApiKey) -> None:
         await self.record(keys=(key,))
 
+    async def record_memories(self, records: Sequence[MemoryRecord]) -> None:
+        """Index `records` (a record already indexed is left as it is)."""
+        await self._in_thread(_transaction, [(memories.INSERT, memories.record_rows(records))])
+
+    async def forget_memories(self, tenant: str, ids: Sequence[str]) -> None:
+        """Delete the tenant's records `ids`, leaving none of their words in the file."""
+        rows = [(tenant, id_) for id_ in ids]
+        await securely(self._db, self._statements, [(memories.DELETE, rows)])
+
+    async def forget_scope(self, scope: MemoryScope) -> None:
+        """Delete every record of `scope`, leaving none of their words in the file."""
+        rows = [(scope.tenant, scope.kind, scope.owner)]
+        await securely(self._db, self._statements, [(memories.DELETE_SCOPE, rows)])
+
+    async def _statements(self, statements: Statements) -> None:
+        await self._in_thread(_transaction, statements)
+
     # --- reads ------------------------------------------------------------------------
+
+    async def search_memories(self, search: MemorySearch) -> list[MemoryHit]:
+        """The records that match `search`'s words within its scopes, most relevant first."""
+        return await memories.search(self._db, search)
+
+    async def memories(self, scope: MemoryScope, limit: int = 100) -> list[MemoryRecord]:
+        """The scope's records, newest first."""
+        return await memories.listed(self._db, scope, limit)
 
     async def timeline(
         self, agent: str, after_seq: int = 0, limit: int = 100, *, max_bytes: int | None = None

@@ -1,0 +1,55 @@
+"""Memory records: what an agent keeps beyond one conversation, with whose it is.
+
+A record's scope names who may see it: one agent (`agent`, owner = the agent's
+address), one user of the tenant (`user`, owner = the user's id), or the whole tenant
+(`tenant`, owner empty). Its kind says what it is: `episodic` (what happened, a
+preference) or `semantic` (a fact, an entity). Every record belongs to one tenant; no
+read ever crosses tenants.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+ScopeKind = Literal["agent", "user", "tenant"]
+MemoryKind = Literal["episodic", "semantic"]
+MAX_MEMORY_CHARS = 4_000
+"""Characters one record holds at most."""
+
+
+class MemoryScope(msgspec.Struct, frozen=True):
+    tenant: str
+    kind: ScopeKind
+    owner: str = ""
+    """The agent's address (`agent`), the user's id (`user`), empty (`tenant`)."""
+
+    @property
+    def key(self) -> str:
+        """The key of the one object that writes this scope's records."""
+        return f"{self.tenant}/{self.kind}/{self.owner}" if self.owner else f"{self.tenant}/tenant"
+
+
+class MemoryRecord(msgspec.Struct, frozen=True):
+    id: str
+    scope: MemoryScope
+    kind: MemoryKind
+    text: str
+    at: datetime
+
+
+class MemoryHit(msgspec.Struct, frozen=True):
+    """A record a search found, with its rank (BM25: lower is more relevant)."""
+
+    record: MemoryRecord
+    rank: float
+
+
+class MemorySearch(msgspec.Struct, frozen=True):
+    """A search: the words, and the scopes it may look in (all of one tenant)."""
+
+    query: str
+    scopes: tuple[MemoryScope, ...]
+    limit: int = 5

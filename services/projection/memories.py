@@ -1,0 +1,78 @@
+"""The memory index: records in the `memories` table, their text in an FTS5 index over
+it, searched by BM25 within the scopes a caller may see (the projector's writer only
+writes it; it is derived data).
+
+The scope is a condition of the query that ranks: FTS5 ranks only the rows that match
+both the words and the scopes, so a record outside them is never among the results,
+whatever its rank would have been. The tenant is one of those conditions, always.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
+
+INSERT = """
+insert into memories (id, tenant, scope, owner, kind, at, text) values (?, ?, ?, ?, ?, ?, ?)
+on conflict (id) do nothing
+"""
+DELETE = "delete from memories where tenant = ? and id = ?"
+DELETE_SCOPE = "delete from memories where tenant = ? and scope = ? and owner = ?"
+DELETE_TENANT = "delete from memories where tenant = ?"
+_COLUMNS = "m.id, m.tenant, m.scope, m.owner, m.kind, m.at, m.text"
+_WORD = re.compile(r"\w+")
+MAX_TERMS = 16
+"""Words of a query that are searched for at most."""
+
+
+def record_rows(records: Sequence[MemoryRecord]) -> list[tuple[Any, ...]]:
+    return [
+        (r.id, r.scope.tenant, r.scope.kind, r.scope.owner, r.kind, r.at.isoformat(), r.text)
+        for r in records
+    ]
+
+
+def match_expression(query: str) -> str:
+    """The query's words as an FTS5 expression: any of them, each quoted (so no word is
+    read as an operator); empty when the query has none."""
+    words = _WORD.findall(query.casefold())[:MAX_TERMS]
+    return " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
+
+
+async def search(db: aiosqlite.Connection, search: MemorySearch) -> list[MemoryHit]:
+    expression = match_expression(search.query)
+    scopes = search.scopes
+    if not expression or not scopes or len({s.tenant for s in scopes}) != 1:
+        return []
+    within = " or ".join("(m.scope = ? and m.owner = ?)" for _ in scopes)
+    args: list[object] = [expression, scopes[0].tenant]
+    for scope in scopes:
+        args += [scope.kind, scope.owner]
+    rows = await db.execute_fetchall(
+        f"select {_COLUMNS}, bm25(memory_text) from memory_text"  # noqa: S608 - placeholders
+        " join memories m on m.rowid = memory_text.rowid"
+        f" where memory_text match ? and m.tenant = ? and ({within})"
+        " order by bm25(memory_text), m.id limit ?",
+        (*args, max(min(search.limit, 50), 1)),
+    )
+    return [MemoryHit(_record(row), float(row[7])) for row in rows]
+
+
+async def listed(db: aiosqlite.Connection, scope: MemoryScope, limit: int) -> list[MemoryRecord]:
+    rows = await db.execute_fetchall(
+        f"select {_COLUMNS} from memories m"  # noqa: S608 - a constant
+        " where m.tenant = ? and m.scope = ? and m.owner = ? order by m.at desc, m.id limit ?",
+        (scope.tenant, scope.kind, scope.owner, limit),
+    )
+    return [_record(row) for row in rows]
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    scope = MemoryScope(row[1], row[2], row[3])
+    return MemoryRecord(row[0], scope, row[4], row[6], datetime.fromisoformat(row[5]))
