@@ -29,7 +29,7 @@ class MemoryScope(msgspec.Struct, frozen=True):
     @property
     def key(self) -> str:
         """The key of the one object that writes this scope's records."""
-        return f"{self.tenant}/{self.kind}/{self.owner}" if self.owner else f"{self.tenant}/tenant"
+        return f"{self.tenant}:{self.kind}:{self.owner}" if self.owner else f"{self.tenant}:tenant"
 
 
 class MemoryRecord(msgspec.Struct, frozen=True):
@@ -53,3 +53,33 @@ class MemorySearch(msgspec.Struct, frozen=True):
     query: str
     scopes: tuple[MemoryScope, ...]
     limit: int = 5
+
+
+class MemoryNote(msgspec.Struct, frozen=True):
+    """What to remember in the scope whose object receives it."""
+
+    scope: MemoryScope
+    kind: MemoryKind
+    text: str
+
+
+class MemoryRef(msgspec.Struct, frozen=True):
+    id: str
+
+
+class MemoryForgotten(msgspec.Struct, frozen=True):
+    """Records of one scope taken out (`ids`), or every record of it (`ids` empty,
+    `everything`)."""
+
+    scope: MemoryScope
+    ids: tuple[str, ...] = ()
+    everything: bool = False
+
+
+class MemoryAnswer(msgspec.Struct, frozen=True):
+    """A write's answer: the record made, or what was wrong (`problem`, a sentence)."""
+
+    record: MemoryRecord | None = None
+    problem: str = ""
+    found: bool = True
+    """For a forget: whether the scope held the record."""

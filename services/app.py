@@ -33,6 +33,7 @@ from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
 from services.mcp.hub import McpHub
+from services.memory.object import memory
 from services.observe import logs, tracing
 from services.offer import deployment_offer, sandbox_policy
 from services.projection.notify import Notifier
@@ -100,6 +101,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         tenant_usage,
         projector_service(projection, config.ingress_url, config.admin_url),
         lifecycle_object(projection, config.admin_url),
+        memory,
     ]
     closers.insert(0, projection.close)
 

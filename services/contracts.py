@@ -37,6 +37,14 @@ from schemas.lifecycle import (
     WorkspaceErase,
     WorkspaceFork,
 )
+from schemas.memory import (
+    MemoryAnswer,
+    MemoryForgotten,
+    MemoryNote,
+    MemoryRecord,
+    MemoryRef,
+    MemoryScope,
+)
 from schemas.model import ModelReply, ModelRequest
 from schemas.projection import EventBatch, RebuildReport
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
@@ -111,6 +119,7 @@ WORKSPACE, EFFECTS = "Workspace", "Effects"
 SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
 TENANT_SCHEDULES, TENANT_USAGE = "TenantSchedules", "TenantUsage"
 LIFECYCLE = "Lifecycle"
+MEMORY = "Memory"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Stop, StopAnswer)
@@ -173,6 +182,12 @@ GIVE_AGENTS = Handler(TENANT_USAGE, "give_agents", Released, Empty)
 PROJECT_EVENTS = Handler(PROJECTOR, "events", EventBatch, Empty)
 PROJECT_SPEC = Handler(PROJECTOR, "spec", PublishedSpec, Empty)
 PROJECT_KEY = Handler(PROJECTOR, "key", ApiKey, Empty)
+PROJECT_MEMORY = Handler(PROJECTOR, "memory", MemoryRecord, Empty)
+PROJECT_FORGOTTEN = Handler(PROJECTOR, "forgotten", MemoryForgotten, Empty)
+REMEMBER = Handler(MEMORY, "remember", MemoryNote, MemoryAnswer)
+"""Keyed by the scope (`MemoryScope.key`): its one writer."""
+FORGET_MEMORY = Handler(MEMORY, "forget", MemoryRef, MemoryAnswer)
+FORGET_MEMORIES = Handler(MEMORY, "forget_all", MemoryScope, MemoryAnswer)
 REBUILD = Handler(PROJECTOR, "rebuild", Empty, RebuildReport)
 REBUILD_KEY = "all"
 """The one key `rebuild` runs under, so two rebuilds never overlap."""

@@ -36,6 +36,7 @@ from services.gateway.routes_deployment import router as deployment
 from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
 from services.gateway.routes_lifecycle import router as lifecycle
+from services.gateway.routes_memory import router as memory
 from services.gateway.routes_ops import router as operations
 from services.gateway.routes_schedules import router as schedules
 from services.gateway.routes_specs import router as specs
@@ -134,6 +135,7 @@ def create_app(
         deployment,
         keys,
         lifecycle,
+        memory,
         agui,
         operations,
         console,

@@ -15,6 +15,7 @@ import msgspec
 from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
 from schemas.lifecycle import ErasureRecord, ErasureRequest, ForkRequest
+from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -28,6 +29,8 @@ from services.contracts import (
     DELIVER,
     ERASE_AGENT,
     ERASE_TENANT,
+    FORGET_MEMORIES,
+    FORGET_MEMORY,
     FORK,
     GET_HOOK,
     KEYS,
@@ -37,6 +40,7 @@ from services.contracts import (
     OFFERED,
     PAUSE,
     PUBLISH,
+    REMEMBER,
     REMOVE_SCHEDULE,
     REVOKE_KEY,
     STOP,
@@ -169,6 +173,15 @@ class Upstream:
         """One-way, keyed by the delivery's `webhook-id`: Restate runs it once."""
         key = f"webhook {hook_id} {delivery.webhook_id}"
         return await _answer(self._client.send(DELIVER, delivery, hook_id, key, QUICK))
+
+    async def remember(self, note: MemoryNote) -> MemoryAnswer:
+        return await _answer(self._client.call(REMEMBER, note, note.scope.key))
+
+    async def forget_memory(self, scope: MemoryScope, memory_id: str) -> MemoryAnswer:
+        return await _answer(self._client.call(FORGET_MEMORY, MemoryRef(memory_id), scope.key))
+
+    async def forget_memories(self, scope: MemoryScope) -> MemoryAnswer:
+        return await _answer(self._client.call(FORGET_MEMORIES, scope, scope.key))
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

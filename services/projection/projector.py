@@ -23,9 +23,18 @@ from typing import TypeVar
 import restate
 
 from schemas.events import Event
+from schemas.memory import MemoryForgotten, MemoryRecord
 from schemas.projection import EventBatch, RebuildReport
 from schemas.tenant import ApiKey, PublishedSpec
-from services.contracts import PROJECT_EVENTS, PROJECT_KEY, PROJECT_SPEC, PROJECTOR, REBUILD
+from services.contracts import (
+    PROJECT_EVENTS,
+    PROJECT_FORGOTTEN,
+    PROJECT_KEY,
+    PROJECT_MEMORY,
+    PROJECT_SPEC,
+    PROJECTOR,
+    REBUILD,
+)
 from services.durable import step_options
 from services.ingress import AsyncIngress
 from services.observe import tracing
@@ -147,6 +156,11 @@ class Projection:
             await self._close_store()
             await asyncio.to_thread(_remove, self.path)
             return await fill(await self._reopen())
+
+    async def apply(self, work: Callable[[ProjectionStore], Awaitable[None]]) -> None:
+        """`work` on the store between two group commits (a write of its own)."""
+        async with self._lock:
+            await work(await self._current())
 
     async def erasable(self, prefix: str) -> Erasable:
         async with self._lock:
@@ -286,6 +300,17 @@ def projector_service(
     @projector.handler(name=PROJECT_KEY.name)
     async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
         await projection.record(keys=(key,))
+
+    @projector.handler(name=PROJECT_MEMORY.name)
+    async def memory(ctx: restate.ObjectContext, record: MemoryRecord) -> None:
+        await projection.apply(lambda store: store.record_memories((record,)))
+
+    @projector.handler(name=PROJECT_FORGOTTEN.name)
+    async def forgotten(ctx: restate.ObjectContext, gone: MemoryForgotten) -> None:
+        if gone.everything:
+            await projection.apply(lambda store: store.forget_scope(gone.scope))
+        else:
+            await projection.apply(lambda store: store.forget_memories(gone.scope.tenant, gone.ids))
 
     @projector.handler(name=REBUILD.name)
     async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:

@@ -1,0 +1,79 @@
+"""The `Memory` virtual object: the one writer of one scope's records (keyed by
+`MemoryScope.key`), each record under a state key of its own, each write handed to the
+`Projector` (which indexes it) before the answer, so a record is searchable once
+remembered and gone from the search once forgotten."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import restate
+
+from schemas.memory import (
+    MAX_MEMORY_CHARS,
+    MemoryAnswer,
+    MemoryForgotten,
+    MemoryNote,
+    MemoryRecord,
+    MemoryRef,
+    MemoryScope,
+)
+from services.contracts import (
+    FORGET_MEMORIES,
+    FORGET_MEMORY,
+    MEMORY,
+    PROJECT_FORGOTTEN,
+    PROJECT_MEMORY,
+    REMEMBER,
+)
+from services.durable import call
+
+RECORD = "m."
+"""The prefix of a record's state key; the rest is its id."""
+
+memory = restate.VirtualObject(MEMORY, description="One scope's memory records.")
+
+
+def problem(note: MemoryNote, key: str) -> str:
+    if note.scope.key != key:
+        return "This memory object holds another scope."
+    if not note.text.strip():
+        return "A memory needs some text."
+    if len(note.text) > MAX_MEMORY_CHARS:
+        return (
+            f"A memory holds at most {MAX_MEMORY_CHARS} characters; this one has {len(note.text)}."
+        )
+    return ""
+
+
+@memory.handler(name=REMEMBER.name)
+async def remember(ctx: restate.ObjectContext, note: MemoryNote) -> MemoryAnswer:
+    wrong = problem(note, ctx.key())
+    if wrong:
+        return MemoryAnswer(problem=wrong)
+    at = datetime.fromtimestamp(await ctx.time(), UTC)
+    record = MemoryRecord(f"mem{ctx.uuid().hex[:20]}", note.scope, note.kind, note.text, at)
+    ctx.set(RECORD + record.id, record)
+    await call(ctx, PROJECT_MEMORY, record, key=note.scope.tenant)
+    return MemoryAnswer(record)
+
+
+@memory.handler(name=FORGET_MEMORY.name)
+async def forget(ctx: restate.ObjectContext, ref: MemoryRef) -> MemoryAnswer:
+    record = await ctx.get(RECORD + ref.id, type_hint=MemoryRecord)
+    if record is None:
+        return MemoryAnswer(found=False)
+    ctx.clear(RECORD + ref.id)
+    await call(
+        ctx, PROJECT_FORGOTTEN, MemoryForgotten(record.scope, (ref.id,)), key=record.scope.tenant
+    )
+    return MemoryAnswer()
+
+
+@memory.handler(name=FORGET_MEMORIES.name)
+async def forget_all(ctx: restate.ObjectContext, scope: MemoryScope) -> MemoryAnswer:
+    if scope.key != ctx.key():
+        return MemoryAnswer(problem="This memory object holds another scope.")
+    ctx.clear_all()
+    await call(ctx, PROJECT_FORGOTTEN, MemoryForgotten(scope, everything=True), key=scope.tenant)
+    return MemoryAnswer()

@@ -1,0 +1,99 @@
+"""Memory through the API on a real stack (restate-server, the endpoint, the gateway):
+a scope's records are found by its own tenant's keys only, a key of another tenant is
+answered as if nothing were there, and forgetting a user's memories leaves their text in
+no search, no listing and no row of Restate's `state` table."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from services.ingress import Ingress
+from services.stack import Stack, isolated_settings
+from tests.gateway.test_erasure import Live, _restate_rows
+
+pytestmark = pytest.mark.durable
+
+MARKER = "heron-cobalt-5521"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    settings = isolated_settings(tmp_path_factory.mktemp("memory-home"))
+    with (
+        Stack(settings),
+        httpx.Client(base_url=f"http://127.0.0.1:{settings.gateway_port}", timeout=60) as http,
+        contextlib.closing(Ingress(settings.ingress_url)) as ingress,
+    ):
+        yield Live(settings, http, ingress)
+
+
+def found(live: Live, auth: dict[str, str], query: str, **scope: str) -> list[dict[str, Any]]:
+    answer = live.http.get("/v1/memory", params={"q": query, **scope}, headers=auth)
+    assert answer.status_code == 200, answer.text
+    hits: list[dict[str, Any]] = answer.json()["memories"]
+    return hits
+
+
+def remember(live: Live, auth: dict[str, str], text: str, **scope: str) -> dict[str, Any]:
+    made = live.http.post("/v1/memory", json={"text": text, **scope}, headers=auth)
+    assert made.status_code == 201, made.text
+    record: dict[str, Any] = made.json()
+    return record
+
+
+def test_a_users_memories_are_theirs_within_their_tenant_and_forgotten_everywhere(
+    live: Live,
+) -> None:
+    acme, globex = live.key("acme", "write"), live.key("globex", "write")
+    u1 = {"scope": "user", "user": "u1"}
+    mine = remember(live, acme, f"prefers short answers {MARKER}", **u1)
+    assert mine["scope"] == {"tenant": "acme", "kind": "user", "owner": "u1"}
+    remember(live, acme, "prefers long answers", scope="user", user="v1")
+    remember(live, acme, "the office closes at six")
+
+    hits = found(live, acme, "short answers", **u1)
+    assert [h["record"]["id"] for h in hits] == [mine["id"]]
+    assert found(live, acme, MARKER, scope="user", user="v1") == []
+    assert found(live, acme, MARKER) == []  # the tenant's own scope is another scope
+    # Another tenant's key, the same user id: nothing there, and nothing to delete.
+    assert found(live, globex, MARKER, **u1) == []
+    listed = live.http.get("/v1/memory", params=u1, headers=globex)
+    assert listed.json() == {"memories": []}
+    theirs = live.http.delete(f"/v1/memory/{mine['id']}", params=u1, headers=globex)
+    unknown = live.http.delete("/v1/memory/mem" + "0" * 20, params=u1, headers=globex)
+    assert (theirs.status_code, unknown.status_code) == (404, 404)
+    assert theirs.json()["error"]["message"].replace(mine["id"], "X") == unknown.json()["error"][
+        "message"
+    ].replace("mem" + "0" * 20, "X")
+    assert found(live, acme, "short answers", **u1) != []
+
+    assert _restate_rows(live.settings, MARKER)["state"] == 1
+    gone = live.http.delete("/v1/memory", params=u1, headers=acme)
+    assert gone.status_code == 204, gone.text
+    assert found(live, acme, MARKER, **u1) == []
+    assert live.http.get("/v1/memory", params=u1, headers=acme).json() == {"memories": []}
+    assert _restate_rows(live.settings, MARKER)["state"] == 0
+    assert [h["record"]["text"] for h in found(live, acme, "office")] == [
+        "the office closes at six"
+    ]
+
+
+def test_one_record_is_forgotten_and_bad_scopes_are_sentences(live: Live) -> None:
+    acme = live.key("acme", "write")
+    record = remember(live, acme, "a fact about kestrels", kind="semantic")
+    assert live.http.delete(f"/v1/memory/{record['id']}", headers=acme).status_code == 204
+    assert found(live, acme, "kestrels") == []
+    missing = live.http.post("/v1/memory", json={"text": "x", "scope": "user"}, headers=acme)
+    assert missing.status_code == 400
+    assert "needs `user`" in missing.json()["error"]["message"]
+    foreign = live.http.get(
+        "/v1/memory", params={"scope": "agent", "agent": "globex.bot"}, headers=acme
+    )
+    assert foreign.status_code == 404
+    reader = live.key("acme", "read")
+    assert live.http.post("/v1/memory", json={"text": "x"}, headers=reader).status_code == 403
