@@ -70,8 +70,9 @@ class MessageSteered(msgspec.Struct, frozen=True, tag="message_steered"):
 
 
 class MessageRejected(msgspec.Struct, frozen=True, tag="message_rejected"):
-    """A message (`while_busy: reject`, or one past a full queue) found a turn in progress
-    (or the agent paused) and ran nothing."""
+    """A message ran nothing: it found a turn in progress (or the agent paused) and asked
+    to be rejected then, it came past a full queue, or its turn was not funded (the
+    tenant's day of tokens or the agent's was used: no turn started)."""
 
     text: str
     message_id: str = ""

@@ -77,6 +77,7 @@ from schemas.workspace import WORKSPACE_TOOL_NAMES, WorkspaceCall
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.endings import ending, kept, status
+from services.agent.funding import agent_refusal, opening_want, tenant_refusal
 from services.agent.grants import PolicyError, definitions, first_message, spawn_refusal
 from services.agent.machine import (
     Drive,
@@ -90,6 +91,7 @@ from services.agent.machine import (
     SpecFound,
     TurnRan,
     TurnStopped,
+    Unfunded,
     react,
     state_of,
 )
@@ -99,7 +101,6 @@ from services.agent.pipeline import (
     Lease,
     Pipeline,
     TenantQuotas,
-    check_tenant,
     day_of,
     estimate,
     needs_clock,
@@ -246,7 +247,12 @@ class Driver:
                 self._store.write_segment(index, segment)
             case FindSpec(message=message, kind=kind, direct=direct):
                 return SpecFound(message, (await self._spec(kind)).spec, direct)
-            case Drive(turn=turn):
+            case Drive(turn=turn, start=start):
+                if start is not None:
+                    refusal = await self._funding(turn, record)
+                    if refusal is not None:
+                        return Unfunded(start, refusal)
+                    self._timeline.add(turn.number, 0, start.started)
                 return await self._drive(turn, record)
             case RefuseWake(status=status_code, sentence=sentence):
                 await self._finish(record)
@@ -386,7 +392,7 @@ class Driver:
         active = books.active(self._clock)
         ledger = self._pipeline.before_model(books.turn, books.ledger, command, now, active)
         if tokens:
-            await self._lease_for(command, day_of(now))
+            await self._lease_for(day_of(now), estimate(command.request, command.prompt_chars))
         self._books = books.reserved(ledger)
         await self._flush()
         reply = await self._generate(request)
@@ -414,19 +420,33 @@ class Driver:
         self._books = self._books.replied(reply)
         return Summary(reply)
 
-    async def _lease_for(self, command: CallModel, day: str) -> None:
-        """Hold tokens of the tenant's day for the step (raises BudgetExceededError when
-        none are left): asked only when what the wake holds does not cover its estimate."""
+    async def _funding(self, turn: TurnState, record: AgentRecord) -> str | None:
+        """Why the turn may not start (`funding.py`), else None. The tenant is asked for
+        tokens only when the wake holds none of the day."""
+        tokens = self._quotas.daily_tokens
+        if not tokens and not turn.spec.limits.max_daily_tokens:
+            return None
+        day = day_of(await self._read_clock())
+        if (refusal := agent_refusal(turn.spec.limits, record.ledger, day)) is not None:
+            return refusal
+        if not tokens:
+            return None
+        await self._lease_for(day, opening_want(tokens))
+        return tenant_refusal(self._tenant, tokens, self._lease)
+
+    async def _lease_for(self, day: str, need: int) -> None:
+        """Hold tokens of the tenant's day for a step estimated at `need`: asked only when
+        what the wake holds does not cover it. A round whose wake is lent nothing goes on
+        (its turn started funded) and what it uses is settled at the wake's end."""
         lease = self._lease
         limit = self._quotas.daily_tokens
-        want = lease.wants(day, estimate(command.request, command.prompt_chars), limit)
+        want = lease.wants(day, need, limit)
         if want:
             if lease.day and lease.day != day:
                 self._settle()  # the day is over: what the wake held of it goes back
                 lease = Lease()
             got = await call(self._ctx, LEASE_TOKENS, TokenLease(day, want), key=self._tenant)
-            lease = self._lease = lease.grown(got.day, got.tokens)
-        check_tenant(self._tenant, limit, lease)
+            self._lease = lease.grown(got.day, got.tokens)
 
     def _count(self, reply: ModelReply) -> None:
         if self._quotas.daily_tokens:

@@ -23,6 +23,7 @@ from schemas.events import (
     ApprovalAbandoned,
     ChildReported,
     FailedBy,
+    MessageRejected,
     Outcome,
     ScheduleFired,
     ScheduleSkipped,
@@ -66,8 +67,10 @@ from services.agent.reaction import (
     Remember,
     SendWake,
     SpecFound,
+    Start,
     TurnRan,
     TurnStopped,
+    Unfunded,
 )
 from services.harness.children import child_reported, is_pending
 
@@ -84,6 +87,7 @@ __all__ = [
     "SpecFound",
     "TurnRan",
     "TurnStopped",
+    "Unfunded",
     "react",
     "state_of",
 ]
@@ -116,7 +120,7 @@ def state_of(turn: TurnState | None, *, paused: bool = False) -> AgentState:
     return "running"
 
 
-def react(  # noqa: PLR0911 - one per kind
+def react(  # noqa: C901, PLR0911 - one per kind
     address: str, record: AgentRecord, given: Input, *, queue_limit: int = QUEUE_LIMIT
 ) -> Reaction:
     """`queue_limit`: the most messages the record may hold queued."""
@@ -125,6 +129,8 @@ def react(  # noqa: PLR0911 - one per kind
             return _on_message(address, record, given, queue_limit)
         case SpecFound():
             return _on_spec(address, record, given)
+        case Unfunded():
+            return _unfunded(address, record, given)
         case TurnRan() | TurnStopped() if given.ledger or given.context or given.steered:
             kept = _kept(record, given.ledger, given.context, given.steered)
             bare = dataclasses.replace(given, ledger=None, context=None, steered=())
@@ -213,23 +219,28 @@ def _arrived(  # noqa: PLR0911 - one per policy
 def _start(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:
     """Start `message`'s turn with its spec, or ask for the published one first."""
     if message.spec is not None:
-        return _begin(msgspec.structs.replace(record, spec=message.spec), message, message.spec)
+        spec = message.spec
+        return _begin(msgspec.structs.replace(record, spec=spec), message, spec, direct=direct)
     stored = record.spec
     kind = message.kind or (stored.kind if stored is not None and stored.version > 0 else None)
     if kind is not None:
         return Reaction(record, (FindSpec(message, kind, direct),))
     if stored is not None:
-        return _begin(record, message, stored)
+        return _begin(record, message, stored, direct=direct)
     return _no_spec(address, record, message, direct=direct)
 
 
 def _on_spec(address: str, record: AgentRecord, found: SpecFound) -> Reaction:
     if found.spec is None:
         return _no_spec(address, record, found.message, direct=found.direct)
-    return _begin(msgspec.structs.replace(record, spec=found.spec), found.message, found.spec)
+    spec = found.spec
+    return _begin(
+        msgspec.structs.replace(record, spec=spec), found.message, spec, direct=found.direct
+    )
 
 
-def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
+def _begin(record: AgentRecord, message: Message, spec: AgentSpec, *, direct: bool) -> Reaction:
+    """The turn, recorded as started only once the driver found it funded."""
     number = record.turns + 1
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
@@ -238,11 +249,26 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec) -> Reaction:
         turn = msgspec.structs.replace(
             turn, budget=message.budget, tokens=message.tokens, max_depth=message.max_depth
         )
-    started = Emit(
-        number, 0, (TurnStarted(message.text, spec.kind, spec.version, parent, message.id),)
-    )
+    started = TurnStarted(message.text, spec.kind, spec.version, parent, message.id)
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
-    return Reaction(begun, (started, Drive(turn)))
+    return Reaction(begun, (Drive(turn, Start(message, started, direct)),))
+
+
+def _unfunded(address: str, record: AgentRecord, refused: Unfunded) -> Reaction:
+    """The turn never existed: the message is recorded as refused; a parent hears of it
+    in a failed report, a sender that waits gets 429; what queued behind it goes on."""
+    message, sentence = refused.start.message, refused.sentence
+    record = msgspec.structs.replace(record, turns=record.turns - 1, turn=None)
+    rejected = MessageRejected(message.text, message.id, sentence)
+    effects: list[Effect] = [Emit(*where(record), (rejected,))]
+    if (parent := message.parent) is not None:
+        report = ChildReport(address, parent.turn, parent.call_id, "failed", sentence, parent.span)
+        key = f"refused {address} {record.turns + 1} {message.id}"
+        effects.append(SendWake(parent.address, report, key=key))
+    elif refused.start.direct and not record.queue:
+        effects.append(RefuseWake(429, sentence))
+        return Reaction(record, tuple(effects))
+    return _then(Reaction(record, tuple(effects)), _next(address, record))
 
 
 def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: bool) -> Reaction:

@@ -1,9 +1,9 @@
 """The policy pipeline every model and tool call crosses, in this order:
 
-1. budget gates (cheapest first): rounds are the harness's; here turn tokens, turn wall
-   time, the agent's daily tokens, then the tenant's (`check_tenant`, on what the wake
-   was lent of the day by the tenant's `TenantUsage` object). Enforcement fails closed: when a
-   gate cannot run, the call does not happen.
+1. budget gates (cheapest first): rounds are the harness's; here turn tokens and turn
+   wall time. Enforcement fails closed: when a gate cannot run, the call does not happen.
+   Days of tokens (the agent's, the tenant's) are counted here but never end a turn:
+   they are decided before a turn starts (`funding.py`).
 2. grants and security checks, whichever harness made the call (`grants.py`): a model call
    showing a tool the spec does not let the model call ends the turn, a tool call the spec
    does not grant (or an `ask` tool's call no person approved) is refused; then a call's
@@ -96,18 +96,6 @@ class Lease:
         return Lease(self.day, self.granted, self.spent + tokens)
 
 
-def check_tenant(tenant: str, limit: int, lease: Lease) -> None:
-    """Raises BudgetExceededError when the wake holds none of the tenant's day: it was
-    lent nothing more, so the tenant's agents used (or hold) the day's tokens. A round
-    that holds less than its estimate goes on: it may end a little past the day."""
-    if lease.left <= 0:
-        raise BudgetExceededError(
-            f"Tenant {tenant}'s agents used the day's {limit} model tokens "
-            f"(TEASPILL_TENANT_DAILY_TOKENS) on {lease.day} (UTC): model calls start again "
-            "after midnight UTC."
-        )
-
-
 def day_of(at: float) -> str:
     """The UTC day of `at` (unix seconds), `YYYY-MM-DD`."""
     return datetime.fromtimestamp(at, UTC).date().isoformat()
@@ -136,12 +124,7 @@ class Pipeline:
                 f"The turn reached its limit of {most} model tokens{share} (it used {used})."
             )
         if limits.max_daily_tokens:
-            ledger = _today(ledger, now)
-            if ledger.day_tokens >= limits.max_daily_tokens:
-                raise BudgetExceededError(
-                    f"The agent reached its limit of {limits.max_daily_tokens} model tokens "
-                    f"for {ledger.day} (UTC)."
-                )
+            ledger = _today(ledger, now)  # counted: a day used refuses the next turn
         return msgspec.structs.replace(ledger, reserved=estimate(call.request, call.prompt_chars))
 
     def before_tool(self, turn: TurnState, call: ToolCall, spent: float) -> str | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from schemas.context import ContextState, Segment
-from schemas.events import EventBody, FailedBy, Outcome
+from schemas.events import EventBody, FailedBy, Outcome, TurnStarted
 from schemas.harness import TurnState
 from schemas.spec import AgentSpec
 from schemas.state import AgentRecord, Ledger
@@ -52,7 +52,16 @@ class TurnStopped:
     steered: tuple[str, ...] = ()
 
 
-Input = Wake | SpecFound | TurnRan | TurnStopped
+@dataclass(frozen=True)
+class Unfunded:
+    """The turn `start` would begin may not: the tenant's day or the agent's is used.
+    No turn exists; the message is refused with `sentence`."""
+
+    start: Start
+    sentence: str
+
+
+Input = Wake | SpecFound | TurnRan | TurnStopped | Unfunded
 
 # --- effects ----------------------------------------------------------------------
 
@@ -86,11 +95,24 @@ class FindSpec:
 
 
 @dataclass(frozen=True)
+class Start:
+    """A turn a message starts: the funding rule is decided before `started` is
+    recorded (`funding.py`)."""
+
+    message: Message
+    started: TurnStarted
+    direct: bool
+    """Whether the message's sender waits for this wake (it gets the refusal's status)."""
+
+
+@dataclass(frozen=True)
 class Drive:
     """Run the turn's rounds until it pauses or ends; answered with `TurnRan` (or
-    `TurnStopped`)."""
+    `TurnStopped`). A drive that starts its turn (`start`) may be answered `Unfunded`
+    instead, before anything of the turn is recorded."""
 
     turn: TurnState
+    start: Start | None = None
 
 
 @dataclass(frozen=True)

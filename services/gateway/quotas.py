@@ -6,8 +6,9 @@ Here both are decided before a message is sent: one that would create an agent p
 quota, or that arrives once the day's tokens are used, is refused with 429 and a sentence.
 Both are read from the projection: the day's tokens are summed again at most every
 `RECHECK_SECONDS` per tenant. The agents hold both as well, where the work runs
-(`services/tenant/usage.py`): a round past the tenant's day ends its turn before its
-model call, and a spawn past the tenant's agents is refused.
+(`services/tenant/usage.py`): a turn that would start past the tenant's day is refused
+before it exists (a turn that started runs to its end), and a spawn past the tenant's
+agents is refused.
 """
 
 from __future__ import annotations

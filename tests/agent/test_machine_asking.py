@@ -39,7 +39,19 @@ def answer(request: str, name: str = "Ada") -> Approval:
 
 
 def bodies(reaction: Reaction) -> list[object]:
-    return [body for e in reaction.effects if isinstance(e, Emit) for body in e.bodies]
+    """What the reaction records; a drive that starts its turn records its start once the
+    driver found it funded."""
+    return [
+        body
+        for e in reaction.effects
+        for body in (
+            e.bodies
+            if isinstance(e, Emit)
+            else (e.start.started,)
+            if isinstance(e, Drive) and e.start
+            else ()
+        )
+    ]
 
 
 def test_one_answer_of_two_is_recorded_and_the_turn_keeps_waiting_on_the_other() -> None:

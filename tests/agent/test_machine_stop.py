@@ -12,7 +12,7 @@ from schemas.harness import AwaitingApproval, PendingApproval, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import AgentRecord
 from schemas.wake import Stop
-from services.agent.machine import NOT_THAT_TURN, Emit, Reaction, react, stops
+from services.agent.machine import NOT_THAT_TURN, Drive, Emit, Reaction, react, stops
 
 ME = "acme.bot"
 SPEC = AgentSpec(kind="helper", instructions="", model="script")
@@ -22,7 +22,19 @@ RECORD = AgentRecord(turns=2, spec=SPEC, turn=TURN_2)
 
 
 def bodies(reaction: Reaction) -> list[object]:
-    return [body for e in reaction.effects if isinstance(e, Emit) for body in e.bodies]
+    """What the reaction records; a drive that starts its turn records its start once the
+    driver found it funded."""
+    return [
+        body
+        for e in reaction.effects
+        for body in (
+            e.bodies
+            if isinstance(e, Emit)
+            else (e.start.started,)
+            if isinstance(e, Drive) and e.start
+            else ()
+        )
+    ]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ PLANNED = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 def test_a_fire_is_recorded_before_the_turn_it_starts() -> None:
     fired = Message("tick", id="s1@x", schedule=Fired("s1", PLANNED))
     reaction = react(ME, IDLE, fired)
-    assert kinds(reaction) == ["Emit", "Emit", "Drive"]
+    assert kinds(reaction) == ["Emit", "Drive"]
     assert bodies(reaction) == [
         ScheduleFired("s1", PLANNED),
         TurnStarted("tick", "helper", 0, None, "s1@x"),

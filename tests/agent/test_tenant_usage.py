@@ -1,13 +1,14 @@
 """The tenant's day of tokens, pure: what a wake is lent and what its settling leaves of
-the count, what a wake asks for, and the sentence a round past the tenant's day ends its
-turn with."""
+the count, what a wake asks for, and the sentences a turn is refused with before it
+starts once a day is used."""
 
 from __future__ import annotations
 
-import pytest
-
+from schemas.spec import Limits
+from schemas.state import Ledger
 from schemas.tenant import TokenLease, TokensSettled, TokensToday
-from services.agent.pipeline import BudgetExceededError, Lease, check_tenant, day_of
+from services.agent.funding import agent_refusal, opening_want, tenant_refusal
+from services.agent.pipeline import Lease, day_of
 from services.tenant.usage import lent, settled
 
 DAY, NEXT = "2026-12-01", "2026-12-02"
@@ -36,13 +37,24 @@ def test_a_wake_asks_only_when_it_holds_less_than_the_step_and_never_much_of_the
     assert spent.wants(DAY, 100, 20_000) == 200
 
 
-def test_a_round_that_holds_none_of_the_day_is_refused_with_the_limit_and_the_reset() -> None:
-    check_tenant("acme", 100, Lease(DAY, 40, 39))
-    with pytest.raises(BudgetExceededError) as refused:
-        check_tenant("acme", 100, Lease(DAY, 40, 40))
-    assert str(refused.value) == (
+def test_a_turn_whose_wake_holds_none_of_the_day_is_refused_with_the_limit_and_the_reset() -> None:
+    assert tenant_refusal("acme", 100, Lease(DAY, 40, 39)) is None
+    assert tenant_refusal("acme", 100, Lease(DAY, 40, 40)) == (
         "Tenant acme's agents used the day's 100 model tokens (TEASPILL_TENANT_DAILY_TOKENS) "
-        "on 2026-12-01 (UTC): model calls start again after midnight UTC."
+        "on 2026-12-01 (UTC): no turn starts until midnight UTC."
     )
+    assert opening_want(10_000_000) == 100_000, "a hundredth of the day"
+    assert opening_want(50) == 1
     assert day_of(1_796_169_599.0) == "2026-12-01"
     assert day_of(1_796_169_600.0) == "2026-12-02"
+
+
+def test_an_agent_whose_own_day_is_used_starts_no_turn_that_day() -> None:
+    limits = Limits(max_daily_tokens=100)
+    assert agent_refusal(limits, Ledger(day=DAY, day_tokens=99), DAY) is None
+    assert agent_refusal(limits, Ledger(day=DAY, day_tokens=130), NEXT) is None
+    assert agent_refusal(Limits(), Ledger(day=DAY, day_tokens=130), DAY) is None
+    assert agent_refusal(limits, Ledger(day=DAY, day_tokens=130), DAY) == (
+        "The agent used 130 model tokens on 2026-12-01 (UTC), its limit for a day "
+        "(max_daily_tokens = 100): it starts no turn until midnight UTC."
+    )

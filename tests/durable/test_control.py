@@ -14,11 +14,13 @@ from schemas.events import (
     ApprovalAnswered,
     ApprovalRequested,
     Event,
+    MessageRejected,
     ModelMessage,
     StopRefused,
     ToolFinished,
     TurnEnded,
     TurnParked,
+    TurnStarted,
 )
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Approval, Message, Stop
@@ -237,17 +239,28 @@ def test_each_turn_budget_ends_the_turn_with_its_sentence(
     assert sentence in ended.reason
 
 
-def test_the_daily_budget_stops_later_turns(stack: LiveStack, address: str) -> None:
+def test_the_daily_budget_refuses_the_next_turn_before_it_starts(
+    stack: LiveStack, address: str
+) -> None:
     spec = budget_spec(max_daily_tokens=5)
-    first = stack.ingress.message(address, "hello there", spec)
-    second = stack.ingress.message(address, "and again")
+    text = script(
+        {"calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]},
+        {"reply": "ran to its end"},
+    )
+    first = stack.ingress.message(address, text, spec)
+    assert first.reply == "ran to its end", "the turn that passed the day was not cut"
+    assert first.status.tokens_used > 5
 
-    assert first.reply == "You said: hello there"
-    assert first.status.tokens_used >= 5
-    assert second.reply == ""
-    ended = stack.wait_for_turn_end(address, 2)
-    assert "for " + first.status.tokens_day in ended.reason
-    assert len(bodies(stack, address, ModelMessage)) == 1
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.message(address, "and again")
+    assert refused.value.status == 429
+    assert f"tokens on {first.status.tokens_day} (UTC), its limit" in refused.value.message
+    assert [e.turn for e in stack.events(address) if isinstance(e.body, TurnStarted)] == [1]
+    rejected = [
+        e.body.message for e in stack.events(address) if isinstance(e.body, MessageRejected)
+    ]
+    assert rejected == [refused.value.message]
+    assert len(bodies(stack, address, ModelMessage)) == 2
 
 
 def charged(events: list[Event]) -> int:

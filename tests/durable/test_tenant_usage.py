@@ -1,7 +1,8 @@
 """The quotas a tenant's agents share, held where the work runs (the `TenantUsage`
-object): the day's model tokens, refused before a round's model step however the work
-began (a spawn, a message straight through ingress), and the agents, refused at a spawn.
-Counted once per model step, through a SIGKILL of the endpoint too."""
+object): the day's model tokens, decided before a turn starts however the work began (a
+spawn, a message straight through ingress) and never cutting a turn that started, and
+the agents, refused at a spawn. Counted once per model step, through a SIGKILL of the
+endpoint too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from schemas.events import Event, ModelMessage, ToolFinished, TurnEnded
+from schemas.events import Event, MessageRejected, ModelMessage, ToolFinished, TurnStarted
 from schemas.lifecycle import ForkRequest
 from schemas.spec import AgentSpec, Limits
 from schemas.tenant import TokensQuery
@@ -54,13 +55,19 @@ def spawn(task: str) -> dict[str, Any]:
     return {"name": "spawn_agent", "arguments": {"task": task}}
 
 
-def assert_refused(tenant: str, ended: TurnEnded) -> None:
-    assert ended.outcome == "failed"
-    assert ended.reason == (
+def refusal(tenant: str) -> str:
+    return (
         f"Tenant {tenant}'s agents used the day's {DAILY} model tokens "
-        f"(TEASPILL_TENANT_DAILY_TOKENS) on {today()} (UTC): model calls start again after "
-        "midnight UTC."
+        f"(TEASPILL_TENANT_DAILY_TOKENS) on {today()} (UTC): no turn starts until midnight UTC."
     )
+
+
+def started(stack: LiveStack, address: str) -> list[int]:
+    return [e.turn for e in stack.events(address) if isinstance(e.body, TurnStarted)]
+
+
+def rejected(stack: LiveStack, address: str) -> list[str]:
+    return [e.body.message for e in stack.events(address) if isinstance(e.body, MessageRejected)]
 
 
 def today() -> str:
@@ -91,12 +98,14 @@ def rounds(events: list[Event], turn: int) -> int:
     return sum(isinstance(e.body, ModelMessage) for e in events if e.turn == turn)
 
 
-def test_children_spending_past_the_day_have_their_next_round_refused_and_others_run_on(
+def test_children_that_started_run_to_their_end_past_the_day_and_later_spawns_are_refused(
     small: LiveStack,
 ) -> None:
-    long_child = script(*[CALCULATE] * 10, {"reply": "never reached"})
+    long_child = script(*[CALCULATE] * 10, {"reply": "child done"})
     parent = script(
         {"calls": [spawn(long_child), spawn(long_child)]},
+        {"calls": [{"name": "wait"}]},
+        {"calls": [spawn(script({"reply": "never"}))]},
         {"calls": [{"name": "wait"}]},
         {"reply": "children: {results}"},
     )
@@ -106,25 +115,34 @@ def test_children_spending_past_the_day_have_their_next_round_refused_and_others
 
     assert small.wait_for_turn_end("other.agent", 1).outcome == "succeeded"
     ended = small.wait_for_turn_end("spend.parent", 1)
+    assert ended.outcome == "succeeded", ended.reason
     children = ["spend.parent.t1r1c0", "spend.parent.t1r1c1"]
     for child in children:
-        assert_refused("spend", small.wait_for_turn_end(child, 1))
-        assert rounds(small.events(child), 1) < 10, "the child stopped before its script did"
-    # the parent's round after its children reported is refused too
-    assert_refused("spend", ended)
-    assert rounds(small.events("spend.parent"), 1) == 2
+        assert small.wait_for_turn_end(child, 1).reply == "child done"
+        assert rounds(small.events(child), 1) == 11, "no round of a started turn was cut"
+    late = "spend.parent.t1r3c0"
+    assert started(small, late) == []
+    assert rejected(small, late) == [refusal("spend")]
+    assert refusal("spend") in ended.reply, "the parent was told why its helper did not run"
     assert counts_once(small, "spend", "spend.parent", *children) >= DAILY
     assert counts_once(small, "other", "other.agent") < DAILY
 
 
-def test_a_message_straight_through_ingress_past_the_day_is_refused(small: LiveStack) -> None:
-    small.ingress.send_wake("direct.one", Message(script(*[CALCULATE] * 30), spec=SPEC))
-    assert_refused("direct", small.wait_for_turn_end("direct.one", 1))
+def test_a_message_straight_through_ingress_past_the_day_is_refused_before_its_turn(
+    small: LiveStack,
+) -> None:
+    text = script(*[CALCULATE] * 30, {"reply": "spent"})
+    small.ingress.send_wake("direct.one", Message(text, spec=SPEC))
+    assert small.wait_for_turn_end("direct.one", 1).reply == "spent"
+    assert rounds(small.events("direct.one"), 1) == 31
     used = counts_once(small, "direct", "direct.one")
+    assert used >= DAILY
 
-    small.ingress.send_wake("direct.one", Message(script({"reply": "hello"}), spec=SPEC))
-    assert_refused("direct", small.wait_for_turn_end("direct.one", 2))
-    assert rounds(small.events("direct.one"), 2) == 0, "no model step ran"
+    with pytest.raises(IngressError) as refused:
+        small.ingress.message("direct.one", script({"reply": "hello"}), SPEC)
+    assert (refused.value.status, refused.value.message) == (429, refusal("direct"))
+    assert started(small, "direct.one") == [1]
+    assert rejected(small, "direct.one") == [refusal("direct")]
     assert counted(small, "direct") == used
 
 
