@@ -114,6 +114,8 @@ class ErasureRecord(msgspec.Struct, frozen=True):
     """Restate invocations killed or purged (journals and retained results)."""
     state_keys: int = 0
     """Objects whose Restate state was cleared."""
+    archived: int = 0
+    """Archived copies of agents removed from the archive store."""
 
 
 class ErasureList(msgspec.Struct, frozen=True):
@@ -124,3 +126,41 @@ class Released(msgspec.Struct, frozen=True):
     """The input of `TenantUsage.give_agents`: agents erased, no longer counted."""
 
     count: int
+
+
+class StateEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One key of an object's Restate state, its value as Restate holds it: kept as the
+    JSON it is (`json`, so an archive reads as text), or as bytes when it is not JSON."""
+
+    key: str
+    json: msgspec.Raw = msgspec.Raw(b"")
+    data: bytes = b""
+
+    @classmethod
+    def of(cls, key: str, value: bytes) -> StateEntry:
+        try:
+            msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return cls(key, data=value)
+        return cls(key, json=msgspec.Raw(value))
+
+    @property
+    def value(self) -> bytes:
+        return bytes(self.json) if len(self.json) else self.data
+
+
+class AgentArchive(msgspec.Struct, frozen=True):
+    """An archived agent: every key of its `Agent` state, as it was when it left Restate."""
+
+    address: str
+    at: datetime
+    entries: tuple[StateEntry, ...] = ()
+
+
+class Archived(msgspec.Struct, frozen=True):
+    """What archiving or bringing back an agent moved: its state's keys and their bytes
+    (`keys` 0: there was nothing to move)."""
+
+    address: str
+    keys: int = 0
+    bytes: int = 0

@@ -29,6 +29,7 @@ from services.executor.service import model_service
 from services.hooks.object import hooks
 from services.hooks.tenant import tenant_hooks
 from services.ingress import AsyncIngress
+from services.lifecycle.archive import CatalogArchives, FolderArchive
 from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
@@ -92,6 +93,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             quotas=TenantQuotas(config.tenant_daily_tokens, agents=True),
             queue_limit=config.agent_queue,
             harnesses=load_harnesses(config.harness_modules),
+            archives=CatalogArchives(FolderArchive(config.home / "archive"), projection),
         ),
         offer_specs(offer),
         schedules,
@@ -100,7 +102,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         tenant_schedules,
         tenant_usage,
         projector_service(projection, config.ingress_url, config.admin_url),
-        lifecycle_object(projection, config.admin_url),
+        lifecycle_object(projection, config.admin_url, FolderArchive(config.home / "archive")),
         memory,
     ]
     closers.insert(0, projection.close)

@@ -24,6 +24,7 @@ from schemas.events import (
 )
 from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
 from schemas.lifecycle import (
+    Archived,
     Copied,
     Erased,
     ErasureList,
@@ -135,6 +136,11 @@ FORK = Handler(AGENT, "fork", ForkRequest, AgentStatus)
 address holds an agent already)."""
 FORK_SOURCE = Handler(AGENT, "fork_source", ForkQuery, ForkSource)
 """Shared, keyed by the source: what a fork at `seq` takes besides the events."""
+
+ARCHIVE = Handler(AGENT, "archive", Empty, Archived)
+"""Move the agent's state out of Restate to the archive store (refused, 409, unless idle)."""
+UNARCHIVE = Handler(AGENT, "unarchive", Empty, Archived)
+"""Bring an archived agent's state back (nothing to do for one that is not archived)."""
 
 ADD_SCHEDULE = Handler(SCHEDULES, "add", ScheduleSpec, Schedule)
 """Keyed by the agent's address, like every `Schedules` handler."""

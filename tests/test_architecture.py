@@ -89,7 +89,7 @@ def test_in_the_agent_only_the_driver_the_store_and_the_handlers_touch_restate()
         for path in (ROOT / "services" / "agent").glob("*.py")
         if any(m.split(".")[0] == "restate" for m in imports_of_file(path))
     }
-    assert touching == {"driver", "store", "object", "inline"}
+    assert touching == {"driver", "store", "object", "archiving", "inline"}
 
 
 def test_the_agent_reaches_the_execution_plane_only_through_restate() -> None:

@@ -26,6 +26,7 @@ from schemas.projection import EventBatch
 from schemas.spec import AgentSpec
 from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
+from services.agent.archiving import Archives, archive_handlers, archived_page, restore
 from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.driver import Driver, LocalModel
 from services.agent.endings import status
@@ -40,7 +41,7 @@ from services.agent.fork import (
 from services.agent.machine import stops
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
-from services.agent.store import Reader, Store, ring
+from services.agent.store import RAW, RECORD, Reader, Store, ring
 from services.agent.timeline import Sink
 from services.contracts import (
     AGENT,
@@ -78,13 +79,15 @@ def agent_object(
     quotas: TenantQuotas | None = None,
     queue_limit: int = QUEUE_LIMIT,
     harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
+    archives: Archives | None = None,
 ) -> restate.VirtualObject:
     """`sink` is where wakes hand their events (the projection of this process). `model`,
     when given, runs model steps in this process as local journaled steps; without it
     they are durable calls to the `Model` service. `offer` names the models and tools a
     spec sent with a message may use; `quotas`, what the tenant's agents count together
     in its `TenantUsage` object; `queue_limit`, the most messages one agent holds queued
-    (`TEASPILL_AGENT_QUEUE`); `harnesses`, those specs may name."""
+    (`TEASPILL_AGENT_QUEUE`); `harnesses`, those specs may name; `archives`, where
+    archived agents are kept (without it, none is archived or looked for)."""
     counted = quotas or TenantQuotas()
     agent = restate.VirtualObject(
         AGENT,
@@ -99,6 +102,8 @@ def agent_object(
         address = _address(ctx.key())
         envelope = _decode(raw)
         _check_inline(envelope, offer, address)
+        if archives is not None and await ctx.get(RECORD, serde=RAW) is None:
+            await restore(ctx, archives, address)
         driver = Driver(
             ctx,
             address,
@@ -116,8 +121,10 @@ def agent_object(
             return await driver.run(envelope.wake)
 
     _controls(agent)
-    _views(agent)
+    _views(agent, archives)
     _forks(agent, sink, counted)
+    if archives is not None:
+        archive_handlers(agent, archives, _address)
     return agent
 
 
@@ -184,7 +191,7 @@ async def _reach(ctx: restate.ObjectSharedContext, arrival: Arrival) -> None:
             ring(ctx, running.queue_bell, Bell(message=message))
 
 
-def _views(agent: restate.VirtualObject) -> None:
+def _views(agent: restate.VirtualObject, archives: Archives | None) -> None:
     """The shared read-only handlers."""
 
     @agent.handler(name=APPROVALS.name, kind="shared")
@@ -207,12 +214,16 @@ def _views(agent: restate.VirtualObject) -> None:
 
     @agent.handler(name=TIMELINE.name, kind="shared")
     async def timeline(ctx: restate.ObjectSharedContext, query: TimelineQuery) -> TimelinePage:
-        _address(ctx.key())
+        address = _address(ctx.key())
         if query.after_seq < 0 or query.limit < 1:
             raise restate.TerminalError(
                 "after_seq must be 0 or more and limit 1 or more", status_code=400
             )
         events, last_seq = await Reader(ctx).page(query.after_seq, query.limit)
+        if not last_seq and archives is not None:
+            page = await archived_page(ctx, archives, address, query)
+            if page is not None:
+                return page
         return TimelinePage(events=events, last_seq=last_seq)
 
 

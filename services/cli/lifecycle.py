@@ -18,7 +18,7 @@ from schemas.lifecycle import ErasureRecord, ErasureRequest
 from services.cli import home as stack_home
 from services.cli.table import table
 from services.client import Client
-from services.contracts import ERASE_AGENT, ERASE_TENANT, ERASURES, Empty
+from services.contracts import ARCHIVE, ERASE_AGENT, ERASE_TENANT, ERASURES, UNARCHIVE, Empty
 from services.ingress import Ingress
 from services.lifecycle.backup import create_backup, restore_backup
 from services.settings import Settings
@@ -30,7 +30,7 @@ PATIENCE = 300.0
 
 
 def agent_commands(agents: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`teaspill agents fork` and `teaspill agents delete`."""
+    """`teaspill agents fork`, `archive`, `unarchive` and `delete`."""
     delete = agents.add_parser(
         "delete",
         help="delete an agent and what it spawned, for good",
@@ -41,6 +41,22 @@ def agent_commands(agents: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     delete.add_argument("address")
     delete.set_defaults(run=lambda a, s, d: agents_delete(d.ingress, a.address))
+    for verb, back in (("archive", False), ("unarchive", True)):
+        moved = agents.add_parser(
+            verb,
+            help="bring an archived agent back into Restate"
+            if back
+            else "move an idle agent out of Restate to the archive store",
+            description="Bring ADDRESS's archived state back into Restate now (its next "
+            "message would too)."
+            if back
+            else "Move ADDRESS's state and timeline out of Restate to the archive store "
+            "($TEASPILL_HOME/archive); its next message brings it back with its whole history.",
+        )
+        moved.add_argument("address")
+        moved.set_defaults(
+            run=lambda a, s, d, back=back: agents_archive(d.ingress, a.address, back=back)
+        )
     fork = agents.add_parser(
         "fork",
         help="start a new agent from an event of another's timeline",
@@ -53,6 +69,16 @@ def agent_commands(agents: argparse._SubParsersAction[argparse.ArgumentParser]) 
     fork.add_argument("seq", type=int, help="the last of its events the fork holds")
     fork.add_argument("new", help="the fork's address, in the same tenant")
     fork.set_defaults(run=lambda a, s, d: agents_fork(d.agent(a.address), a))
+
+
+def agents_archive(ingress: Ingress, address: str, *, back: bool) -> None:
+    address = str(parse_address(address))
+    moved = ingress.call(UNARCHIVE if back else ARCHIVE, Empty(), address, patience=PATIENCE)
+    if not moved.keys:
+        print(f"{address} is not archived; it is in Restate already.")
+        return
+    done = "Brought back" if back else "Archived"
+    print(f"{done} {address}: {moved.keys} keys of its state, {moved.bytes / 1024:.1f} KiB.")
 
 
 def agents_fork(client: Client, args: argparse.Namespace) -> None:

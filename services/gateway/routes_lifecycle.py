@@ -1,5 +1,5 @@
-"""An agent's lifecycle: fork it from any event of its timeline; delete an agent, or erase
-the whole tenant (admin keys)."""
+"""An agent's lifecycle: fork it from any event of its timeline; archive an agent and bring
+it back, delete an agent, or erase the whole tenant (admin keys)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,32 @@ async def fork_agent(
     )
 
 
+class ArchivedOut(Strict):
+    address: str
+    keys: int = Field(description="How many keys of its Restate state were moved (0: none).")
+    bytes: int = Field(description="Their size.")
+
+
+@router.post("/v1/agents/{address}/archive", responses=errors(400, 401, 403, 404, 409, 503))
+async def archive_agent(agent: Annotated[Owned, Depends(owned("admin"))], rt: Rt) -> ArchivedOut:
+    """Move an idle agent's state and timeline out of Restate to the archive store; its
+    catalog row shows it `archived`. Its next message, or a read of its timeline, brings
+    it back with its whole history (the first answer is slower). Refused (409) while a
+    turn is in progress or the agent is paused."""
+    await service.known(rt, agent.address)
+    moved = await rt.ingress.archive(agent.address)
+    return ArchivedOut(address=moved.address, keys=moved.keys, bytes=moved.bytes)
+
+
+@router.post("/v1/agents/{address}/unarchive", responses=errors(400, 401, 403, 404, 503))
+async def unarchive_agent(agent: Annotated[Owned, Depends(owned("admin"))], rt: Rt) -> ArchivedOut:
+    """Bring an archived agent's state back into Restate now, rather than at its next
+    message (`keys` 0: it was not archived)."""
+    await service.known(rt, agent.address)
+    moved = await rt.ingress.archive(agent.address, back=True)
+    return ArchivedOut(address=moved.address, keys=moved.keys, bytes=moved.bytes)
+
+
 class ErasureOut(Strict):
     at: str
     by: str
@@ -75,6 +101,7 @@ class ErasureOut(Strict):
     artifacts: int
     invocations: int
     state_keys: int
+    archived: int = Field(description="Archived copies of agents removed.")
 
 
 def erasure_out(record: ErasureRecord) -> ErasureOut:
@@ -89,6 +116,7 @@ def erasure_out(record: ErasureRecord) -> ErasureOut:
         artifacts=record.artifacts,
         invocations=record.invocations,
         state_keys=record.state_keys,
+        archived=record.archived,
     )
 
 

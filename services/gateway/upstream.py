@@ -14,7 +14,7 @@ import msgspec
 
 from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
-from schemas.lifecycle import ErasureRecord, ErasureRequest, ForkRequest
+from schemas.lifecycle import Archived, ErasureRecord, ErasureRequest, ForkRequest
 from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
@@ -23,6 +23,7 @@ from schemas.wake import Approval, Arrival, Message, Pause, Resume, Stop, WakeEn
 from services.contracts import (
     ADD_KEY,
     ADD_SCHEDULE,
+    ARCHIVE,
     ARRIVED,
     CREATE_HOOK,
     DELETE_HOOK,
@@ -44,6 +45,7 @@ from services.contracts import (
     REMOVE_SCHEDULE,
     REVOKE_KEY,
     STOP,
+    UNARCHIVE,
     WAKE,
     Empty,
 )
@@ -113,6 +115,12 @@ class Upstream:
     async def fork(self, address: str, request: ForkRequest) -> AgentStatus:
         """The new agent `address`, made a fork of `request.source`: its answer once made."""
         return await _answer(self._client.call(FORK, request, address, patience=FORK_PATIENCE))
+
+    async def archive(self, address: str, *, back: bool = False) -> Archived:
+        """Move the agent's state out of Restate to the archive store, or (`back`) bring
+        it back; what was moved."""
+        handler = UNARCHIVE if back else ARCHIVE
+        return await _answer(self._client.call(handler, Empty(), address, patience=FORK_PATIENCE))
 
     async def erase(self, tenant: str, request: ErasureRequest) -> ErasureRecord:
         """Erase one agent (`request.address`) or the whole tenant; the erasure's record."""

@@ -3,8 +3,9 @@
 What a backup holds: Restate's own data directory (every agent's state and timeline,
 tenants, and all pending work: queued messages, turns waiting for children or parked on
 approvals, schedules' timers, invocations in flight with their journals), the workspaces
-and artifacts, the request-identity key pair, the webhooks' signing key and the CLI's
-keys. Not the projection (rebuilt from Restate after a restore), logs or run files.
+and artifacts, the archived agents, the request-identity key pair, the webhooks' signing
+key and the CLI's keys. Not the projection (rebuilt from Restate after a restore), logs
+or run files.
 
 Why Restate's data directory and not a logical export: only it holds the invocations in
 flight (their journals), the queued and delayed sends and the awakeables as Restate left
@@ -47,13 +48,16 @@ from services.stack.restored import RESTORED
 FORMAT = "teaspill-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
-PARTS = ("restate", "workspaces", "artifacts", "identity", "hooks", "cli-keys.json")
+PARTS = (
+    "restate", "workspaces", "artifacts", "archive", "identity", "hooks", "cli-keys.json",
+)  # fmt: skip
 """What of a home a backup holds (each where present)."""
 SKIPPED = frozenset({"LOCK"})
 """Files of Restate's that a copy leaves out: its process's lock, made again at start."""
 LINKED: dict[str, Callable[[Path], bool]] = {
     "restate": lambda path: path.suffix == ".sst",
     "artifacts": lambda path: True,
+    "archive": lambda path: True,  # replaced whole (a rename), never written in place
 }
 """Per part, the files that are never rewritten once written: hard-linked, not copied."""
 MOST_PAUSE = 120

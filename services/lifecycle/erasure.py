@@ -12,7 +12,8 @@ where it stopped. Its steps, in order:
 3. clear their Restate state (the admin API), and wait until the state table holds none;
 4. remove their workspaces and those artifacts (the execution plane's `Workspace.erase`),
    and their prompt-cache entries (`Model.forget`);
-5. delete their projection rows, overwritten in the file, the WAL checkpointed;
+5. delete their projection rows, overwritten in the file, the WAL checkpointed, and
+   their archived copies (`services.lifecycle.archive`);
 6. purge the finished invocations of those objects (their journals and retained results);
 7. record who asked, when and what was removed, by name and count.
 
@@ -65,6 +66,7 @@ from services.contracts import (
     Empty,
 )
 from services.durable import call, send, step_options
+from services.lifecycle.archive import ArchiveStore
 from services.lifecycle.restate_admin import RestateAdminApi, Target
 from services.projection.projector import Projection
 
@@ -78,13 +80,15 @@ PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, LIFECYCLE)
 """The objects keyed by the tenant (its `Lifecycle` state, the erasure records, is kept)."""
 
 
-def lifecycle_object(projection: Projection, admin_url: str) -> restate.VirtualObject:
+def lifecycle_object(
+    projection: Projection, admin_url: str, archive: ArchiveStore
+) -> restate.VirtualObject:
     lifecycle = restate.VirtualObject(
         LIFECYCLE,
         description="Erases agents and tenants, and records each erasure.",
         inactivity_timeout=timedelta(minutes=5),
     )
-    eraser = Eraser(projection, admin_url)
+    eraser = Eraser(projection, admin_url, archive)
 
     @lifecycle.handler(name=ERASE_AGENT.name)
     async def erase_agent(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
@@ -108,9 +112,10 @@ def lifecycle_object(projection: Projection, admin_url: str) -> restate.VirtualO
 
 
 class Eraser:
-    def __init__(self, projection: Projection, admin_url: str) -> None:
+    def __init__(self, projection: Projection, admin_url: str, archive: ArchiveStore) -> None:
         self._projection = projection
         self._admin_url = admin_url
+        self._archive = archive
 
     async def erase(
         self, ctx: restate.ObjectContext, what: Literal["agent", "tenant"], target: str, by: str
@@ -135,11 +140,15 @@ class Eraser:
             return Empty()
 
         await ctx.run_typed("projection", rows, step_options(Empty))
+        copies = await ctx.run_typed(
+            "archive", lambda: self._copies(found, tenant), step_options(Erased)
+        )
         purged = await self._admin(ctx, "purge", lambda a: Erased(invocations=a.purge_all(objects)))
         at = datetime.fromtimestamp(await ctx.time(), UTC)
         record = ErasureRecord(
             at, by, what, target, found.agents, found.events, removed.workspaces,
             removed.artifacts, killed.invocations + purged.invocations, cleared.keys,
+            copies.keys,
         )  # fmt: skip
         kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
         ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
@@ -148,6 +157,13 @@ class Eraser:
             what, target, by or "-", len(found.agents), found.events, record.invocations,
         )  # fmt: skip
         return record
+
+    def _copies(self, found: ErasureTargets, tenant: str | None) -> Erased:
+        """Remove the archived copies of the agents (every copy of a tenant's)."""
+        dropped = sum(self._archive.delete(agent) for agent in found.agents)
+        if tenant is not None:
+            dropped += self._archive.delete_tenant(tenant)
+        return Erased(keys=dropped)
 
     async def _admin(self, ctx: restate.ObjectContext, name: str, work: AdminWork) -> Erased:
         def run() -> Erased:

@@ -173,6 +173,10 @@ class Projection:
             await (await self._current()).erase(prefix, tenant=tenant)
             self._held.clear()
 
+    async def mark_archived(self, address: str, *, archived: bool) -> None:
+        async with self._lock:
+            await (await self._current()).mark_archived(address, archived=archived)
+
     async def close(self) -> None:
         """For good: a write after this fails, and Restate retries it elsewhere or later."""
         async with self._lock:

@@ -430,6 +430,17 @@ class ProjectionStore:
         await erase(self._db, lambda statements: self._in_thread(_transaction, statements),
                     prefix, tenant)  # fmt: skip
 
+    async def mark_archived(self, address: str, *, archived: bool) -> None:
+        """Show the agent archived in the catalog, or (back in Restate) idle again: an
+        archived agent had no turn in progress, and its next event decides anew."""
+        if archived:
+            statement = "update agents set status = 'archived' where address = ?"
+        else:
+            statement = (
+                "update agents set status = 'idle' where address = ? and status = 'archived'"
+            )
+        await self._in_thread(_transaction, [(statement, [(address,)])])
+
     async def _one_or_none(self, sql: str, *args: object) -> tuple[Any, ...] | None:
         cursor = await self._db.execute(sql, args)
         row = await cursor.fetchone()

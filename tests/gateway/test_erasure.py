@@ -162,8 +162,13 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
     acme, other = live.key("acme"), live.key("other")
     live.send(acme, "acme.keeper", keeping(MARKER))
     live.send(other, "other.keeper", keeping(OTHER))
+    live.send(acme, "acme.sleeper", keeping(MARKER))
     live.ended(acme, "acme.keeper")
     kept = live.ended(other, "other.keeper")
+    live.ended(acme, "acme.sleeper")
+    archived = live.http.post("/v1/agents/acme.sleeper/archive", headers=acme)
+    assert archived.status_code == 200, archived.text
+    assert live.http.get("/v1/agents/acme.sleeper", headers=acme).json()["status"] == "archived"
     live.send(acme, "acme.busy", script({"sleep": 60, "reply": f"{MARKER} late"}))
     eventually(
         lambda: (
@@ -177,6 +182,7 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
     live.send(acme, "acme.busy", f"queued {MARKER}")
     home = live.settings.home
     assert _files_holding(home / "workspaces", MARKER)
+    assert _files_holding(home / "archive", MARKER)
     assert _restate_rows(live.settings, MARKER)["state"] > 0
 
     erased = live.http.delete("/v1/tenant", headers=acme)
@@ -184,18 +190,19 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
     assert erased.status_code == 200, erased.text
     record = erased.json()
     assert (record["what"], record["target"]) == ("tenant", "acme")
-    assert set(record["agents"]) == {"acme.keeper", "acme.busy"}
+    assert set(record["agents"]) == {"acme.keeper", "acme.busy", "acme.sleeper"}
+    assert record["archived"] == 1
     assert MARKER not in erased.text
     assert live.http.get("/v1/agents", headers=acme).status_code in (200, 401)
     fresh = live.key("acme")
     assert live.http.get("/v1/agents", headers=fresh).json()["agents"] == []
-    for address in ("acme.keeper", "acme.busy"):
+    for address in ("acme.keeper", "acme.busy", "acme.sleeper"):
         assert live.http.get(f"/v1/agents/{address}", headers=fresh).status_code == 404
         assert live.ingress.timeline(address).events == ()
     assert live.http.get("/v1/specs", headers=fresh).json() == {"versions": []}
     assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
     assert not _projection_holds(live.settings, MARKER)
-    for place in ("workspaces", "artifacts", "logs"):
+    for place in ("workspaces", "artifacts", "archive", "logs"):
         assert _files_holding(home / place, MARKER) == [], place
     assert MARKER.encode() not in (home / "projection.db").read_bytes()
     left = _files_holding(home / "restate", MARKER)

@@ -1,0 +1,100 @@
+"""Where archived agents are kept while they are out of Restate: `ArchiveStore`, a small
+interface (put, get, delete one agent's copy by address; delete a tenant's) that object
+storage could implement, and `FolderArchive`, the default, a folder under the home.
+
+`CatalogArchives` joins a store to the projection: keeping a copy marks the agent's catalog row
+archived, dropping it after the agent came back marks it as it was (idle).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+
+from schemas.address import parse_address
+from schemas.lifecycle import AgentArchive
+from services.projection.projector import Projection
+
+
+class ArchiveStore(Protocol):
+    def put(self, archive: AgentArchive) -> None:
+        """Keep `archive` whole (a reader sees the old copy or the new, never a part)."""
+
+    def get(self, address: str) -> AgentArchive | None: ...
+
+    def delete(self, address: str) -> bool:
+        """Drop the agent's copy; False when there was none."""
+
+    def delete_tenant(self, tenant: str) -> int:
+        """Drop every copy of the tenant's agents; how many there were."""
+
+
+class FolderArchive:
+    """One JSON file per agent, `ROOT/TENANT/ADDRESS.json`, written 0600 in 0700 folders
+    and replaced by a rename."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put(self, archive: AgentArchive) -> None:
+        path = self._path(archive.address)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, staged = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(msgspec.json.encode(archive))
+                out.flush()
+                os.fsync(out.fileno())
+            Path(staged).replace(path)
+        except BaseException:
+            Path(staged).unlink(missing_ok=True)
+            raise
+
+    def get(self, address: str) -> AgentArchive | None:
+        try:
+            raw = self._path(address).read_bytes()
+        except FileNotFoundError:
+            return None
+        return msgspec.json.decode(raw, type=AgentArchive)
+
+    def delete(self, address: str) -> bool:
+        try:
+            self._path(address).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete_tenant(self, tenant: str) -> int:
+        folder = self.root / parse_address(f"{tenant}.x").tenant
+        count = len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+        shutil.rmtree(folder, ignore_errors=True)
+        return count
+
+    def _path(self, address: str) -> Path:
+        parsed = parse_address(address)  # its segments hold no `/` nor a leading `.`
+        return self.root / parsed.tenant / f"{parsed}.json"
+
+
+class CatalogArchives:
+    """The agents' side of archiving (`services.agent.archiving.Archives`): the store and
+    the catalog's mark together."""
+
+    def __init__(self, store: ArchiveStore, projection: Projection) -> None:
+        self.store = store
+        self._projection = projection
+
+    async def keep(self, archive: AgentArchive) -> None:
+        self.store.put(archive)
+        await self._projection.mark_archived(archive.address, archived=True)
+
+    async def find(self, address: str) -> AgentArchive | None:
+        return self.store.get(address)
+
+    async def restored(self, address: str) -> None:
+        await self._projection.mark_archived(address, archived=False)
+        self.store.delete(address)

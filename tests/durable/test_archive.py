@@ -1,0 +1,115 @@
+"""Archiving on a real stack: an archived agent's state leaves Restate (no row of its
+`state` table names it) for the archive folder, its catalog row shows it archived, and its
+next message, or a read of its timeline, brings it back with its whole history and its
+timeline unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from schemas.events import Event, ModelMessage, TurnEnded
+from services.contracts import AGENT, ARCHIVE, UNARCHIVE, Empty
+from services.executor.scripted import script
+from services.ingress import IngressError
+from services.lifecycle.restate_admin import RestateAdminApi
+from services.projection.store import AgentRow, ProjectionStore
+from tests.durable.conftest import LiveStack, eventually
+from tests.durable.test_fork import SPEC
+
+pytestmark = pytest.mark.durable
+
+FIRST = script(
+    {"calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "v1"}}]},
+    {"reply": "Wrote {results}"},
+)
+
+
+def _state_keys(stack: LiveStack, address: str) -> list[str]:
+    with contextlib.closing(RestateAdminApi(stack.settings.admin_url)) as admin:
+        rows = admin.query(
+            f"select key from state where service_name = '{AGENT}'"  # noqa: S608
+            f" and service_key = '{address}'"
+        )
+    return sorted(str(row["key"]) for row in rows)
+
+
+def _row(stack: LiveStack, address: str) -> AgentRow | None:
+    async def read() -> AgentRow | None:
+        store = await ProjectionStore.open(stack.home / "projection.db", readonly=True)
+        try:
+            return await store.agent(address)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def _prompt(events: list[Event], turn: int) -> int:
+    return next(
+        e.body.usage.prompt_tokens
+        for e in events
+        if e.turn == turn and isinstance(e.body, ModelMessage)
+    )
+
+
+def test_an_archived_agent_leaves_restate_and_answers_its_next_message_with_its_history(
+    stack: LiveStack, address: str
+) -> None:
+    stack.ingress.message(address, FIRST, SPEC)
+    stack.ingress.message(address, "and then?")
+    before, keys = stack.events(address), _state_keys(stack, address)
+    copy = stack.home / "archive" / "test" / f"{address}.json"
+
+    moved = stack.ingress.call(ARCHIVE, Empty(), address)
+
+    assert (moved.keys, moved.bytes > 0) == (len(keys), True)
+    assert _state_keys(stack, address) == []
+    assert copy.is_file()
+    assert copy.stat().st_mode & 0o777 == 0o600
+    row = _row(stack, address)
+    assert row is not None
+    assert (row.status, row.last_seq) == ("archived", before[-1].seq)
+    assert stack.shown(address) == before
+
+    reply = stack.ingress.message(address, "and then?")
+
+    assert (reply.reply, reply.status.turn) == ("You said: and then?", 3)
+    after = stack.events(address)
+    assert after[: len(before)] == before
+    assert isinstance(after[-1].body, TurnEnded)
+    # The whole history is in the prompt: turn 3 sees turns 1 and 2, as turn 2 saw turn 1.
+    assert _prompt(after, 3) > _prompt(after, 2) > _prompt(after, 1)
+    assert not copy.exists()
+    assert set(keys) <= set(_state_keys(stack, address))
+    eventually(lambda: ((r := _row(stack, address)) and r.status == "idle") or None, 30, "idle")
+
+
+def test_a_read_of_an_archived_timeline_is_answered_and_brings_the_agent_back(
+    stack: LiveStack, address: str
+) -> None:
+    stack.ingress.message(address, "hello", SPEC)
+    before, keys = stack.events(address), _state_keys(stack, address)
+    stack.ingress.call(ARCHIVE, Empty(), address)
+    assert _state_keys(stack, address) == []
+
+    assert stack.events(address) == before
+    eventually(lambda: _state_keys(stack, address) == keys or None, 30, "the state to come back")
+    assert stack.events(address) == before
+    assert stack.ingress.call(UNARCHIVE, Empty(), address).keys == 0
+
+
+def test_archiving_an_agent_with_nothing_in_restate_is_refused(
+    stack: LiveStack, address: str
+) -> None:
+    with pytest.raises(IngressError) as refused:
+        stack.ingress.call(ARCHIVE, Empty(), address)
+    assert refused.value.status == 404, refused.value.message
+    stack.ingress.message(address, "hello", SPEC)
+    stack.ingress.call(ARCHIVE, Empty(), address)
+    with pytest.raises(IngressError) as twice:
+        stack.ingress.call(ARCHIVE, Empty(), address)
+    assert twice.value.status == 404
+    assert stack.ingress.call(UNARCHIVE, Empty(), address).keys > 0
