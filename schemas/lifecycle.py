@@ -164,3 +164,18 @@ class Archived(msgspec.Struct, frozen=True):
     address: str
     keys: int = 0
     bytes: int = 0
+
+
+class ArchiveIdle(msgspec.Struct, frozen=True):
+    """Asked of a tenant's `Lifecycle.archive_idle`: archive its agents idle for longer
+    than `days` (0: the operator's `TEASPILL_ARCHIVE_IDLE_DAYS`)."""
+
+    days: float = 0
+
+
+class IdleArchived(msgspec.Struct, frozen=True):
+    """What `archive_idle` did: the agents it archived, and those it left (a turn had
+    started meanwhile, or the agent is paused)."""
+
+    archived: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()

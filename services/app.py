@@ -102,7 +102,12 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         tenant_schedules,
         tenant_usage,
         projector_service(projection, config.ingress_url, config.admin_url),
-        lifecycle_object(projection, config.admin_url, FolderArchive(config.home / "archive")),
+        lifecycle_object(
+            projection,
+            config.admin_url,
+            FolderArchive(config.home / "archive"),
+            config.archive_idle_days,
+        ),
         memory,
     ]
     closers.insert(0, projection.close)

@@ -25,6 +25,7 @@ from schemas.events import (
 from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
 from schemas.lifecycle import (
     Archived,
+    ArchiveIdle,
     Copied,
     Erased,
     ErasureList,
@@ -34,6 +35,7 @@ from schemas.lifecycle import (
     ForkQuery,
     ForkRequest,
     ForkSource,
+    IdleArchived,
     Released,
     WorkspaceErase,
     WorkspaceFork,
@@ -210,6 +212,8 @@ ERASE_AGENT = Handler(LIFECYCLE, "erase_agent", ErasureRequest, ErasureRecord)
 """Keyed by the tenant, like every `Lifecycle` handler: one agent and those it spawned."""
 ERASE_TENANT = Handler(LIFECYCLE, "erase_tenant", ErasureRequest, ErasureRecord)
 ERASURES = Handler(LIFECYCLE, "erasures", Empty, ErasureList)
+ARCHIVE_IDLE = Handler(LIFECYCLE, "archive_idle", ArchiveIdle, IdleArchived)
+"""Keyed by the tenant: archive its agents idle past the days asked (or the setting)."""
 BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
 """Keyed by the digest of an idempotency key: the first begin is the one that may act."""
 FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)

@@ -103,6 +103,13 @@ class Settings(BaseSettings):
         description="Agents one tenant may have; a message that would create one more is "
         "refused (429).",
     )
+    archive_idle_days: float = Field(
+        default=0,
+        ge=0,
+        le=3650,
+        description="Days after its last event an idle agent is archived by `agents "
+        "archive-idle` (out of Restate to the archive store); 0: only when asked with days.",
+    )
     effect_retention_seconds: float = Field(
         default=7 * 24 * 3600,
         ge=0,

@@ -14,11 +14,19 @@ from pathlib import Path
 import httpx
 
 from schemas.address import parse_address
-from schemas.lifecycle import ErasureRecord, ErasureRequest
+from schemas.lifecycle import ArchiveIdle, ErasureRecord, ErasureRequest
 from services.cli import home as stack_home
 from services.cli.table import table
 from services.client import Client
-from services.contracts import ARCHIVE, ERASE_AGENT, ERASE_TENANT, ERASURES, UNARCHIVE, Empty
+from services.contracts import (
+    ARCHIVE,
+    ARCHIVE_IDLE,
+    ERASE_AGENT,
+    ERASE_TENANT,
+    ERASURES,
+    UNARCHIVE,
+    Empty,
+)
 from services.ingress import Ingress
 from services.lifecycle.backup import create_backup, restore_backup
 from services.settings import Settings
@@ -57,6 +65,16 @@ def agent_commands(agents: argparse._SubParsersAction[argparse.ArgumentParser]) 
         moved.set_defaults(
             run=lambda a, s, d, back=back: agents_archive(d.ingress, a.address, back=back)
         )
+    idle = agents.add_parser(
+        "archive-idle",
+        help="archive a tenant's agents idle past TEASPILL_ARCHIVE_IDLE_DAYS",
+        description="Archive TENANT's idle agents whose last event is older than --days "
+        "(default: TEASPILL_ARCHIVE_IDLE_DAYS; with neither set, nothing is archived). Run it "
+        "as often as agents should leave Restate, from cron or by hand.",
+    )
+    idle.add_argument("tenant")
+    idle.add_argument("--days", type=float, default=0.0, help="idle for longer than this")
+    idle.set_defaults(run=lambda a, s, d: agents_archive_idle(d.ingress, a.tenant, a.days))
     fork = agents.add_parser(
         "fork",
         help="start a new agent from an event of another's timeline",
@@ -79,6 +97,14 @@ def agents_archive(ingress: Ingress, address: str, *, back: bool) -> None:
         return
     done = "Brought back" if back else "Archived"
     print(f"{done} {address}: {moved.keys} keys of its state, {moved.bytes / 1024:.1f} KiB.")
+
+
+def agents_archive_idle(ingress: Ingress, tenant: str, days: float) -> None:
+    parse_address(f"{tenant}.x")
+    done = ingress.call(ARCHIVE_IDLE, ArchiveIdle(days), tenant, patience=PATIENCE)
+    print(f"Archived {len(done.archived)} idle agents of {tenant}.")
+    if done.left:
+        print(f"Left {len(done.left)} that started a turn meanwhile: {', '.join(done.left)}.")
 
 
 def agents_fork(client: Client, args: argparse.Namespace) -> None:

@@ -36,16 +36,20 @@ import restate
 from schemas.address import InvalidAddressError, parse_address
 from schemas.hook import HookSpec
 from schemas.lifecycle import (
+    ArchiveIdle,
     Erased,
     ErasureList,
     ErasureRecord,
     ErasureRequest,
     ErasureTargets,
+    IdleArchived,
     Released,
     WorkspaceErase,
 )
 from services.contracts import (
     AGENT,
+    ARCHIVE,
+    ARCHIVE_IDLE,
     EFFECTS,
     ERASE_AGENT,
     ERASE_TENANT,
@@ -81,8 +85,10 @@ PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, LIFECYCLE)
 
 
 def lifecycle_object(
-    projection: Projection, admin_url: str, archive: ArchiveStore
+    projection: Projection, admin_url: str, archive: ArchiveStore, idle_days: float = 0
 ) -> restate.VirtualObject:
+    """`idle_days`: `TEASPILL_ARCHIVE_IDLE_DAYS`, after which `archive_idle` archives an
+    idle agent (0: only when asked with days of its own)."""
     lifecycle = restate.VirtualObject(
         LIFECYCLE,
         description="Erases agents and tenants, and records each erasure.",
@@ -103,6 +109,17 @@ def lifecycle_object(
     @lifecycle.handler(name=ERASE_TENANT.name)
     async def erase_tenant(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
         return await eraser.erase(ctx, "tenant", ctx.key(), request.by)
+
+    @lifecycle.handler(name=ARCHIVE_IDLE.name)
+    async def archive_idle(ctx: restate.ObjectContext, asked: ArchiveIdle) -> IdleArchived:
+        days = asked.days or idle_days
+        if days <= 0:
+            raise restate.TerminalError(
+                "Archiving idle agents is off: set TEASPILL_ARCHIVE_IDLE_DAYS, or ask with "
+                "days of your own.",
+                422,
+            )
+        return await archive_idle_agents(ctx, projection, days)
 
     @lifecycle.handler(name=ERASURES.name, kind="shared")
     async def erasures(ctx: restate.ObjectSharedContext) -> ErasureList:
@@ -211,6 +228,33 @@ def _give_back(ctx: restate.ObjectContext, agents: int, schedules: int) -> None:
         send(ctx, GIVE_AGENTS, Released(agents), key=tenant)
     for _ in range(schedules):
         send(ctx, GIVE_SCHEDULE, Empty(), key=tenant)
+
+
+async def archive_idle_agents(
+    ctx: restate.ObjectContext, projection: Projection, days: float
+) -> IdleArchived:
+    """Archive the tenant's agents idle for longer than `days`, one after another; an
+    agent whose turn started meanwhile (or that is paused) is left."""
+    before = datetime.fromtimestamp(await ctx.time(), UTC) - timedelta(days=days)
+
+    async def idle() -> IdleFound:
+        return IdleFound(tuple(await projection.idle_since(ctx.key(), before.isoformat())))
+
+    found = await ctx.run_typed("idle", idle, step_options(IdleFound))
+    archived, left = [], []
+    for address in found.agents:
+        try:
+            await call(ctx, ARCHIVE, Empty(), key=address)
+            archived.append(address)
+        except restate.TerminalError as refused:
+            if refused.status_code not in (404, 409):
+                raise
+            left.append(address)
+    return IdleArchived(tuple(archived), tuple(left))
+
+
+class IdleFound(msgspec.Struct, frozen=True):
+    agents: tuple[str, ...]
 
 
 def hooks_of(admin: RestateAdminApi, tenant: str) -> tuple[str, ...]:

@@ -173,6 +173,17 @@ class Projection:
             await (await self._current()).erase(prefix, tenant=tenant)
             self._held.clear()
 
+    async def idle_since(self, tenant: str, before: str) -> list[str]:
+        """The tenant's agents shown idle whose last event is older than `before` (an
+        ISO time)."""
+        found: list[str] = []
+        async with self._lock:
+            store, after = await self._current(), ""
+            while page := await store.agents(tenant, status="idle", after=after, limit=500):
+                found += [row.address for row in page if row.last_activity < before]
+                after = page[-1].address
+        return found
+
     async def mark_archived(self, address: str, *, archived: bool) -> None:
         async with self._lock:
             await (await self._current()).mark_archived(address, archived=archived)

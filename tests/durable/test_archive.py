@@ -11,7 +11,9 @@ import contextlib
 import pytest
 
 from schemas.events import Event, ModelMessage, TurnEnded
-from services.contracts import AGENT, ARCHIVE, UNARCHIVE, Empty
+from schemas.lifecycle import ArchiveIdle
+from schemas.wake import Message
+from services.contracts import AGENT, ARCHIVE, ARCHIVE_IDLE, UNARCHIVE, Empty
 from services.executor.scripted import script
 from services.ingress import IngressError
 from services.lifecycle.restate_admin import RestateAdminApi
@@ -113,3 +115,27 @@ def test_archiving_an_agent_with_nothing_in_restate_is_refused(
         stack.ingress.call(ARCHIVE, Empty(), address)
     assert twice.value.status == 404
     assert stack.ingress.call(UNARCHIVE, Empty(), address).keys > 0
+
+
+def test_archive_idle_archives_the_tenants_agents_idle_past_the_days_asked(
+    stack: LiveStack, address: str
+) -> None:
+    tenant = "idle"
+    quiet, busy = f"{tenant}.quiet-{address[-4:]}", f"{tenant}.busy-{address[-4:]}"
+    stack.ingress.message(quiet, "hello", SPEC)
+    with pytest.raises(IngressError) as off:
+        stack.ingress.call(ARCHIVE_IDLE, ArchiveIdle(), tenant)
+    assert off.value.status == 422
+    assert "TEASPILL_ARCHIVE_IDLE_DAYS" in off.value.message
+    eventually(lambda: _row(stack, quiet) or None, 30, "the catalog row")
+    stack.ingress.send_message(busy, Message(script({"sleep": 30, "reply": "late"}), spec=SPEC))
+    eventually(lambda: ((r := _row(stack, busy)) and r.status == "running") or None, 60, "busy")
+    recent = stack.ingress.call(ARCHIVE_IDLE, ArchiveIdle(days=1), tenant)
+    assert (recent.archived, recent.left) == ((), ())
+
+    done = stack.ingress.call(ARCHIVE_IDLE, ArchiveIdle(days=1e-9), tenant)
+
+    assert done.archived == (quiet,)
+    assert _state_keys(stack, quiet) == []
+    assert _state_keys(stack, busy) != []
+    assert stack.ingress.message(quiet, "back?").reply == "You said: back?"
