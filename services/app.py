@@ -20,6 +20,7 @@ from services.agent.object import agent_object
 from services.agent.observers import load_observers
 from services.agent.pipeline import TenantQuotas
 from services.config import check
+from services.contracts import REMEMBER
 from services.effects.ledger import RestateLedger
 from services.effects.object import effects_object
 from services.executor.live import http_post
@@ -28,7 +29,7 @@ from services.executor.runner import ModelRunner
 from services.executor.service import model_service
 from services.hooks.object import hooks
 from services.hooks.tenant import tenant_hooks
-from services.ingress import AsyncIngress
+from services.ingress import AsyncIngress, Ingress
 from services.lifecycle.archive import CatalogArchives, FolderArchive
 from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
@@ -45,6 +46,7 @@ from services.settings import ConfigError, Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
 from services.tenant.usage import tenant_usage
+from services.tools.memory import remember_tool, search_tool
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
 from services.workspace.tools import WorkspaceHost
@@ -82,7 +84,13 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     deadline = config.tool_deadline_seconds
     servers = load_servers(config.mcp_servers_file)
     hub = McpHub(servers, ledger, deadline, config.home / "artifacts")
-    tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub)
+    scopes = Ingress(config.ingress_url)
+    closers.append(lambda: asyncio.to_thread(scopes.close))
+    deployed = (
+        remember_tool(lambda note: scopes.call(REMEMBER, note, note.scope.key)),
+        search_tool(config.home / "projection.db"),
+    )
+    tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub, deployed=deployed)
     services += [
         agent_object(
             tools,

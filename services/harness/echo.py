@@ -1,7 +1,7 @@
 """Whether a reply only repeats a read-back, pure.
 
-A read-back is what a tool of the harness's own returned of the conversation or of what
-the agent keeps (`recall`): the model's own past, never an answer in itself. A small
+A read-back is what a tool returned of the conversation or of what the agent keeps
+(`recall`, `search_memory`): the model's own past, never an answer in itself. A small
 model shown one can take it for the reply and write it out again; such a reply is not
 returned as the answer (the loop asks once more, `NUDGE`). The results of other tools
 are left alone: a command's output or a calculation may well be the answer.
@@ -18,15 +18,16 @@ import msgspec
 from schemas.chat import ChatMessage
 from services.harness.builtins import RECALL
 
-READ_BACKS = frozenset({RECALL})
-"""Tools whose results are read-backs."""
+READ_BACKS = frozenset({RECALL, "search_memory"})
+"""Tools whose results are read-backs: `recall`, and the memory search the deployment
+offers (`services/tools/memory.py`)."""
 SHINGLE = 4
 """Words in one shingle: a reply is compared with a read-back four words at a time."""
 MIN_WORDS = 8
 """A reply shorter than this is never taken for a copy (a name, a number, a yes)."""
 COPIED_SHARE = 0.8
 """A reply with at least this share of its shingles in one read-back repeats it."""
-FRAMINGS = ('"turns":', '"messages":', '"result_of":', "returned:")
+FRAMINGS = ('"turns":', '"messages":', '"memories":', '"result_of":', "returned:")
 """Text that only a read-back's own shape carries: a reply holding it repeats one."""
 NUDGE = "nudge"
 """The `name` of the system message that asks the model, once a turn, to answer."""

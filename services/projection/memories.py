@@ -9,9 +9,12 @@ whatever its rank would have been. The tenant is one of those conditions, always
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -45,23 +48,43 @@ def match_expression(query: str) -> str:
     return " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
 
 
-async def search(db: aiosqlite.Connection, search: MemorySearch) -> list[MemoryHit]:
+def search_query(search: MemorySearch) -> tuple[str, tuple[object, ...]] | None:
+    """The query that ranks `search`'s words within its scopes, and its arguments; None
+    when it can find nothing (no words, no scopes, scopes of more than one tenant)."""
     expression = match_expression(search.query)
     scopes = search.scopes
     if not expression or not scopes or len({s.tenant for s in scopes}) != 1:
-        return []
+        return None
     within = " or ".join("(m.scope = ? and m.owner = ?)" for _ in scopes)
     args: list[object] = [expression, scopes[0].tenant]
     for scope in scopes:
         args += [scope.kind, scope.owner]
-    rows = await db.execute_fetchall(
+    sql = (
         f"select {_COLUMNS}, bm25(memory_text) from memory_text"  # noqa: S608 - placeholders
         " join memories m on m.rowid = memory_text.rowid"
         f" where memory_text match ? and m.tenant = ? and ({within})"
-        " order by bm25(memory_text), m.id limit ?",
-        (*args, max(min(search.limit, 50), 1)),
+        " order by bm25(memory_text), m.id limit ?"
     )
+    return sql, (*args, max(min(search.limit, 50), 1))
+
+
+def hits(rows: Iterable[Sequence[Any]]) -> list[MemoryHit]:
     return [MemoryHit(_record(row), float(row[7])) for row in rows]
+
+
+async def search(db: aiosqlite.Connection, search: MemorySearch) -> list[MemoryHit]:
+    query = search_query(search)
+    return hits(await db.execute_fetchall(*query)) if query else []
+
+
+def search_now(path: Path, search: MemorySearch) -> list[MemoryHit]:
+    """`search` on a read-only connection of its own, in this thread (a tool's step)."""
+    query = search_query(search)
+    if query is None or not path.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        db.execute("pragma busy_timeout=5000")
+        return hits(db.execute(*query).fetchall())
 
 
 async def listed(db: aiosqlite.Connection, scope: MemoryScope, limit: int) -> list[MemoryRecord]:

@@ -105,10 +105,13 @@ def load_tools(
     ledger: EffectLedger,
     deadline: float = DEFAULT_SECONDS,
     mcp: McpHub | None = None,
+    *,
+    deployed: Iterable[Tool] = (),
 ) -> ToolRegistry:
-    """The built-in tools plus the `TOOLS` list of each named module, each call failing
-    with a sentence after `deadline` seconds; `mcp`, the operator's MCP servers."""
-    tools: list[Tool] = list(BUILTIN_TOOLS)
+    """The built-in tools, those the deployment makes (`deployed`: the memory tools, which
+    need its addresses) and the `TOOLS` list of each named module, each call failing with
+    a sentence after `deadline` seconds; `mcp`, the operator's MCP servers."""
+    tools: list[Tool] = [*BUILTIN_TOOLS, *deployed]
     for name in modules:
         tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
     return ToolRegistry([WithDeadline(tool, deadline) for tool in tools], home, ledger, mcp)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Stack, isolated_settings
 from tests.gateway.test_erasure import Live, _restate_rows
@@ -97,3 +98,48 @@ def test_one_record_is_forgotten_and_bad_scopes_are_sentences(live: Live) -> Non
     assert foreign.status_code == 404
     reader = live.key("acme", "read")
     assert live.http.post("/v1/memory", json={"text": "x"}, headers=reader).status_code == 403
+
+
+SPEC = {
+    "kind": "keeper",
+    "instructions": "Follow the script.",
+    "model": "script",
+    "tools": ["remember", "search_memory"],
+}
+
+
+def turn(live: Live, auth: dict[str, str], address: str, text: str, turns: int) -> str:
+    live.send(auth, address, text)
+    events = live.ended(auth, address, turns)
+    results = [e["body"] for e in events if e["body"]["type"] == "tool_finished"]
+    assert results, events
+    assert results[-1]["status"] == "ok", results[-1]
+    content: str = results[-1]["content"]
+    return content
+
+
+def test_the_memory_tools_keep_to_the_agents_scopes_and_tenant(live: Live) -> None:
+    acme, globex = live.key("acme", "admin"), live.key("globex", "admin")
+    for auth in (acme, globex):
+        assert live.http.post("/v1/specs", json=SPEC, headers=auth).status_code == 201
+
+    def keep(text: str, scope: str) -> str:
+        call = {"name": "remember", "arguments": {"text": text, "scope": scope}}
+        return script({"calls": [call]}, {"reply": "kept"})
+
+    def look(query: str) -> str:
+        call = {"name": "search_memory", "arguments": {"query": query}}
+        return script({"calls": [call]}, {"reply": "looked"})
+
+    turn(live, acme, "acme.writer", keep("the shared pelican-ochre-3380 fact", "tenant"), 1)
+    turn(live, acme, "acme.writer", keep("my own wombat-umber-1170 note", "agent"), 2)
+    assert "pelican-ochre-3380" in turn(live, acme, "acme.reader", look("pelican ochre"), 1)
+    assert "wombat" not in turn(live, acme, "acme.reader", look("wombat umber"), 2)
+    assert "wombat-umber-1170" in turn(live, acme, "acme.writer", look("wombat umber"), 3)
+    assert turn(live, globex, "globex.reader", look("pelican ochre wombat"), 1) == (
+        '{"memories":[]}'
+    )
+    # The API sees what the tool kept, in the same scopes.
+    assert found(live, acme, "pelican")
+    assert found(live, acme, "wombat", scope="agent", agent="acme.writer")
+    assert found(live, globex, "pelican") == []
