@@ -116,9 +116,11 @@ _counter = iter(range(1_000_000))
 
 @pytest.fixture
 def address(request: pytest.FixtureRequest) -> str:
-    """A fresh agent address per test, so tests on the shared stack never meet."""
+    """A fresh agent address per test, so tests on the shared stack never meet. Its part
+    is at most 39 characters (32 of the name, a dash, the counter), so a test may add a
+    suffix of up to 9 (`-named`, `-child`) and stay within an address part's 48."""
     name = request.node.name.lower().replace("[", "-").replace("]", "")
-    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40].strip("-_")
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:32].strip("-_")
     return f"test.{name}-{next(_counter)}"
 
 
