@@ -1,17 +1,20 @@
-"""`python -m bench.lifecycle [--agents A] [--turns T]`: backup, restore, fork and delete.
+"""`python -m bench.lifecycle [--agents A] [--turns T]`: backup, restore, fork, delete and
+the first answer of an archived agent.
 
 Starts a stack in a temporary home, runs T scripted one-round turns on each of A agents
 (eight at a time), then times, with the stack running: `backup create` (and the pause of
 restate-server inside it, and the archive's size), a fork of one agent at its last event,
-and a delete of another; then stops it, restores the archive into a fresh home and times
-the restore and the restored home's first start (deployments re-pointed, the projection
-rebuilt from Restate), and checks an agent's timeline there. The figures are
-docs/benchmarks.md's.
+a delete of another, and the first answer of archived agents against that of live ones
+(the median of a few each: the next turn, its state brought back first); then stops it,
+restores the archive into a fresh home and times the restore and the restored home's first
+start (deployments re-pointed, the projection rebuilt from Restate), and checks an agent's
+timeline there. The figures are docs/benchmarks.md's.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -23,12 +26,13 @@ from pathlib import Path
 from schemas.lifecycle import ErasureRequest, ForkRequest
 from schemas.spec import AgentSpec
 from services.cli.lifecycle import restate_process
-from services.contracts import ERASE_AGENT, FORK
+from services.contracts import ARCHIVE, ERASE_AGENT, FORK, Empty
 from services.ingress import Ingress
 from services.lifecycle.backup import create_backup, restore_backup
 from services.stack import Stack, isolated_settings
 
 SPEC = AgentSpec("kept", "Answer.", model="script")
+SAMPLES = 5
 
 
 def _turns(ingress_url: str, address: str, turns: int) -> None:
@@ -36,6 +40,28 @@ def _turns(ingress_url: str, address: str, turns: int) -> None:
         ingress.message(address, "turn 1 of a conversation, a sentence or so long", SPEC)
         for n in range(2, turns + 1):
             ingress.message(address, f"turn {n} of a conversation, a sentence or so long")
+
+
+def _answer_ms(ingress: Ingress, address: str) -> float:
+    started = time.perf_counter()
+    ingress.message(address, "one more turn, a sentence or so long")
+    return (time.perf_counter() - started) * 1000
+
+
+def _first_answers(ingress: Ingress, spare: list[str]) -> dict[str, float]:
+    """The next answer of archived agents and of live ones, the median of each."""
+    count = min(SAMPLES, len(spare) // 2)
+    archived, live = spare[:count], spare[count : 2 * count]
+    if not count:
+        return {}
+    started = time.perf_counter()
+    for address in archived:
+        ingress.call(ARCHIVE, Empty(), address)
+    figures = {"archive_ms": (time.perf_counter() - started) * 1000 / count}
+    figures["live_answer_ms"] = statistics.median(_answer_ms(ingress, a) for a in live)
+    figures["archived_answer_ms"] = statistics.median(_answer_ms(ingress, a) for a in archived)
+    figures["archived_vs_live"] = figures["archived_answer_ms"] / figures["live_answer_ms"]
+    return figures
 
 
 def run(agents: int, turns: int) -> dict[str, float]:
@@ -62,6 +88,7 @@ def run(agents: int, turns: int) -> dict[str, float]:
             started = time.perf_counter()
             ingress.call(ERASE_AGENT, ErasureRequest(addresses[1], "bench"), "acme", patience=300)
             figures["delete_ms"] = (time.perf_counter() - started) * 1000
+            figures |= _first_answers(ingress, addresses[2:-1])
         second = isolated_settings(Path(tmp) / "second")
         started = time.perf_counter()
         restore_backup(archive, second.home)
@@ -81,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = run(args.agents, args.turns)
     print(f"{args.agents} agents x {args.turns} turns ({args.agents * args.turns} turns)")
     for name, value in figures.items():
-        print(f"  {name:14} {value:10.2f}")
+        print(f"  {name:18} {value:10.2f}")
     return 0
 
 
