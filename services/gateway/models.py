@@ -14,7 +14,7 @@ KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
 MAX_TEXT = 32768
 
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]
-AgentStatusName = Literal["idle", "running", "waiting", "parked", "paused"]
+AgentStatusName = Literal["idle", "running", "waiting", "parked", "paused", "archived"]
 
 
 class Strict(BaseModel):

@@ -169,6 +169,8 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
     archived = live.http.post("/v1/agents/acme.sleeper/archive", headers=acme)
     assert archived.status_code == 200, archived.text
     assert live.http.get("/v1/agents/acme.sleeper", headers=acme).json()["status"] == "archived"
+    listed = live.http.get("/v1/agents?status=archived", headers=acme).json()["agents"]
+    assert [a["address"] for a in listed] == ["acme.sleeper"]
     live.send(acme, "acme.busy", script({"sleep": 60, "reply": f"{MARKER} late"}))
     eventually(
         lambda: (

@@ -93,7 +93,7 @@ function loginPage(sentence) {
   return { node: form, focus: () => input.focus() };
 }
 
-const STATUSES = ["", "idle", "running", "waiting", "parked", "paused"];
+const STATUSES = ["", "idle", "running", "waiting", "parked", "paused", "archived"];
 const NAME_SHAPE = /^[a-z0-9][a-z0-9_-]{0,47}$/; // an address segment (schemas/address.py)
 
 // Write keys only: a name and one of the published kinds open the page of an agent that
