@@ -92,6 +92,8 @@ class ModelMessage(msgspec.Struct, frozen=True, tag="model_message"):
     folds_fingerprint: str = ""
     """sha256 of the prefix and the fold summaries after it: equal across rounds until the
     next fold."""
+    memories: tuple[str, ...] = ()
+    """Ids of the memory records the prompt showed (after the fold summaries)."""
 
 
 class ModelFallback(msgspec.Struct, frozen=True, tag="model_fallback"):

@@ -9,6 +9,7 @@ import msgspec
 
 from schemas.chat import ChatMessage, ToolCall
 from schemas.context import ContextState, FoldBlock
+from schemas.memory import MemoryRecord
 from schemas.model import ModelReply, ModelRequest, Usage
 from schemas.questions import InputAnswer, InputAsked
 from schemas.spec import AgentSpec
@@ -25,6 +26,8 @@ class CallModel(msgspec.Struct, frozen=True, tag="call_model"):
     """sha256 of layer 0 and the fold summaries after it (layer 1)."""
     prompt_chars: int = 0
     """Characters the request's messages and tools take."""
+    memories: tuple[str, ...] = ()
+    """Ids of the memory records the prompt shows."""
 
 
 class Summarize(msgspec.Struct, frozen=True, tag="summarize"):
@@ -311,3 +314,6 @@ class TurnState(msgspec.Struct, frozen=True):
     arrived: tuple[ChatMessage, ...] = ()
     """Messages that joined the turn (`while_busy: steer`) while it waited: the turn's
     next round adds them to its messages, after what it waited for."""
+    memories: tuple[MemoryRecord, ...] = ()
+    """The memory records shown to this turn, found once as it started (its prompt shows
+    them after the fold summaries, so the stable prefix stays the same)."""

@@ -83,3 +83,9 @@ class MemoryAnswer(msgspec.Struct, frozen=True):
     problem: str = ""
     found: bool = True
     """For a forget: whether the scope held the record."""
+
+
+class MemoryShown(msgspec.Struct, frozen=True):
+    """The records found for a turn as it started (a journaled step's result)."""
+
+    records: tuple[MemoryRecord, ...] = ()

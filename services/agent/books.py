@@ -129,5 +129,6 @@ def model_events(command: CallModel, reply: ModelReply) -> tuple[EventBody, ...]
         reply.timing,
         fingerprint=command.fingerprint,
         folds_fingerprint=command.folds_fingerprint,
+        memories=command.memories,
     )
     return (*fallbacks, body)

@@ -68,6 +68,7 @@ from schemas.harness import (
 )
 from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.mcp import McpCatalog, McpTool
+from schemas.memory import MemoryShown
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import COMPOSITION_HARNESS, grants
 from schemas.state import AgentRecord
@@ -124,6 +125,7 @@ from services.harness.loop import TurnInput
 from services.harness.recall import answer, parse
 from services.harness.registry import BUILTIN_HARNESSES, Harness, start
 from services.observe import genai, tracing
+from services.tools.memory import SEARCH_MEMORY
 from services.tools.registry import ToolRegistry
 
 TOO_MANY = 429
@@ -290,6 +292,17 @@ class Driver:
                 return await self._between()
         return Ack() if isinstance(step, Command) else None
 
+    async def _with_memories(self, turn: TurnState) -> TurnState:
+        """A turn that may search memory is shown, as it starts, the records most relevant
+        to its message: one journaled step, so a replay shows the same ones."""
+        if turn.round or turn.memories or SEARCH_MEMORY not in grants(turn.spec):
+            return turn
+        asked = next((m.content for m in turn.messages if m.role == "user"), "")
+        found = await self._ctx.run_typed(
+            "memories", self._tools.relevant, step_options(MemoryShown), self._address, asked
+        )
+        return msgspec.structs.replace(turn, memories=found.records)
+
     async def _between(self) -> Arrived | Ack:
         """A round ended: what rang the turn's bell during it, if anything."""
         answer, heard = await self._bell.between()
@@ -320,6 +333,7 @@ class Driver:
         if self._catalog.tools:
             self._pipeline = Pipeline(tools)
         problems = self._catalog.problems
+        turn = await self._with_memories(turn)
         given = TurnInput(self._address, turn, recent, tools, record.context, problems)
         self._books = Books(turn, record.ledger, record.context, self._clock.now)
         harness = start(self._harnesses, given)

@@ -400,6 +400,7 @@ def _layers(turn: TurnState, view: _View, l0: _L0, *, recall: bool) -> Layers:
         recent=view.recent,
         current=view.current,
         turn=turn.number,
+        memories=turn.memories,
     )
 
 
@@ -477,7 +478,9 @@ def _model_call(given: TurnInput, turn: TurnState, view: _View, l0: _L0) -> Call
         withheld=_withheld(turn, shown, cut=prompt.cut),
     )
     chars = prompt.chars + len(layers.fixed.tools_text)
-    return CallModel(request, layers.fingerprint, layers.folds_fingerprint, chars)
+    return CallModel(
+        request, layers.fingerprint, layers.folds_fingerprint, chars, layers.memory_ids
+    )
 
 
 def _idempotency_key(address: str, turn: TurnState, call: ToolCall) -> str:

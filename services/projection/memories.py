@@ -41,11 +41,58 @@ def record_rows(records: Sequence[MemoryRecord]) -> list[tuple[Any, ...]]:
     ]
 
 
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+"""Words that say nothing of what a record is about: left out of a query that has others."""
+
+
 def match_expression(query: str) -> str:
     """The query's words as an FTS5 expression: any of them, each quoted (so no word is
-    read as an operator); empty when the query has none."""
-    words = _WORD.findall(query.casefold())[:MAX_TERMS]
-    return " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
+    read as an operator), stopwords left out unless there is nothing else; empty when the
+    query has no words."""
+    words = _WORD.findall(query.casefold())
+    telling = [w for w in words if w not in STOPWORDS] or words
+    return " OR ".join(f'"{word}"' for word in dict.fromkeys(telling[:MAX_TERMS]))
 
 
 def search_query(search: MemorySearch) -> tuple[str, tuple[object, ...]] | None:

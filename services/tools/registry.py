@@ -13,17 +13,22 @@ import msgspec
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.effects import Finished
 from schemas.harness import ToolResult, ToolStatus
+from schemas.memory import MemorySearch, MemoryShown
 from services.config import plugin
 from services.effects.ledger import EffectLedger
+from services.projection.memories import search_now
 from services.tools.base import UNKNOWN_OUTCOME, Tool, ToolContext, ToolError, capped
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.deadline import DEFAULT_SECONDS, OutcomeUnknownError, WithDeadline
+from services.tools.memory import scopes
 
 if TYPE_CHECKING:
     from services.mcp.hub import McpHub
 
 
 log = logging.getLogger(__name__)
+SHOWN_AT_TURN_START = 3
+"""Memory records a turn's prompt shows at most."""
 
 
 def crashed(name: str) -> str:
@@ -53,6 +58,13 @@ class ToolRegistry:
 
     def definitions(self) -> tuple[ToolDefinition, ...]:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
+
+    def relevant(self, agent: str, text: str) -> MemoryShown:
+        """The memory records most relevant to `text` in the agent's scopes (its own and
+        its tenant's), from the projection this process keeps."""
+        search = MemorySearch(text, scopes(agent), SHOWN_AT_TURN_START)
+        hits = search_now(self._home / "projection.db", search)
+        return MemoryShown(tuple(hit.record for hit in hits))
 
     def has_effects(self, name: str) -> bool:
         """Whether the named tool changes the world (and so runs at most once)."""

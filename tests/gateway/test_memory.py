@@ -143,3 +143,35 @@ def test_the_memory_tools_keep_to_the_agents_scopes_and_tenant(live: Live) -> No
     assert found(live, acme, "pelican")
     assert found(live, acme, "wombat", scope="agent", agent="acme.writer")
     assert found(live, globex, "pelican") == []
+
+
+def model_messages(live: Live, auth: dict[str, str], address: str) -> list[dict[str, Any]]:
+    events = live.timeline(auth, address)
+    return [e["body"] for e in events if e["body"]["type"] == "model_message"]
+
+
+def test_a_turn_is_shown_its_scopes_most_relevant_memories_and_never_anothers(
+    live: Live,
+) -> None:
+    acme, globex = live.key("acme", "admin"), live.key("globex", "admin")
+    for auth in (acme, globex):
+        assert live.http.post("/v1/specs", json=SPEC, headers=auth).status_code == 201
+    lark = remember(live, acme, "the lark-sienna-4410 gate code is 7")
+    finch = remember(live, acme, "the finch-teal-2290 printer is upstairs")
+    remember(live, acme, "larks sing", scope="agent", agent="acme.other")
+    live.send(acme, "acme.asker", "What is the lark-sienna-4410 gate code?")
+    live.ended(acme, "acme.asker", 1)
+    live.send(acme, "acme.asker", "Where is the finch-teal-2290 printer?")
+    live.ended(acme, "acme.asker", 2)
+    first, second = model_messages(live, acme, "acme.asker")
+    assert first["memories"] == [lark["id"]]
+    assert second["memories"] == [finch["id"]]
+    # Different memories, the same stable prefix (instructions and tools).
+    assert first["fingerprint"] == second["fingerprint"]
+    live.send(globex, "globex.asker", "What is the lark-sienna-4410 gate code?")
+    live.ended(globex, "globex.asker", 1)
+    assert [m["memories"] for m in model_messages(live, globex, "globex.asker")] == [[]]
+    assert live.http.delete(f"/v1/memory/{lark['id']}", headers=acme).status_code == 204
+    live.send(acme, "acme.asker", "What is the lark-sienna-4410 gate code?")
+    live.ended(acme, "acme.asker", 3)
+    assert model_messages(live, acme, "acme.asker")[-1]["memories"] == []

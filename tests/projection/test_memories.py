@@ -96,7 +96,9 @@ def test_a_record_indexed_twice_is_one_and_a_forgotten_one_is_never_found(
 
 
 def test_query_words_are_never_read_as_operators() -> None:
-    assert match_expression('tea AND "NOT" (x* OR') == '"tea" OR "and" OR "not" OR "x" OR "or"'
+    assert match_expression('tea AND "NOT" (x* OR') == '"tea" OR "not" OR "x"'
+    assert match_expression("Where is the tea?") == '"tea"'
+    assert match_expression("what is it") == '"what" OR "is" OR "it"'
     assert match_expression("  ?! ") == ""
 
 
