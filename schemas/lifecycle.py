@@ -81,6 +81,8 @@ class ErasureTargets(msgspec.Struct, frozen=True):
     events: int = 0
     counted: int = 0
     """How many of the agents started a turn, so count as one of the tenant's agents."""
+    memories: tuple[str, ...] = ()
+    """The keys of the `Memory` objects (scopes) the erasure clears."""
 
 
 class WorkspaceErase(msgspec.Struct, frozen=True):

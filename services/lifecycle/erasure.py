@@ -60,6 +60,7 @@ from services.contracts import (
     HOOKS,
     LIFECYCLE,
     LIST_SCHEDULES,
+    MEMORY,
     PROJECTOR,
     SCHEDULES,
     TENANT,
@@ -195,16 +196,16 @@ class Eraser:
     async def _find(self, prefix: str, tenant: str | None) -> ErasureTargets:
         held = await self._projection.erasable(prefix)
 
-        def restate_side() -> tuple[set[str], tuple[str, ...]]:
+        def restate_side() -> tuple[set[str], tuple[str, ...], tuple[str, ...]]:
             admin = RestateAdminApi(self._admin_url)
             try:
                 agents = admin.keys_with_prefix(AGENT, prefix)
                 hooks = hooks_of(admin, tenant) if tenant is not None else ()
-                return agents, hooks
+                return agents, hooks, memories_of(admin, prefix, tenant)
             finally:
                 admin.close()
 
-        agents, hooks = await asyncio.to_thread(restate_side)
+        agents, hooks, memories = await asyncio.to_thread(restate_side)
         return ErasureTargets(
             tuple(sorted(agents | set(held.agents))),
             tuple(ledger_key(key) for key in held.idempotency_keys),
@@ -212,6 +213,7 @@ class Eraser:
             hooks,
             held.events,
             held.started,
+            memories,
         )
 
 
@@ -257,6 +259,19 @@ class IdleFound(msgspec.Struct, frozen=True):
     agents: tuple[str, ...]
 
 
+def memories_of(admin: RestateAdminApi, prefix: str, tenant: str | None) -> tuple[str, ...]:
+    """The keys of the `Memory` objects an erasure clears: every scope of a tenant, or the
+    own scopes of an agent and the agents under it."""
+    if tenant is None:
+        owner = f"{parse_address(prefix).tenant}:agent:{prefix}"
+        return tuple(sorted(admin.keys_with_prefix(MEMORY, owner)))
+    rows = admin.query(
+        f"select distinct service_key from state where service_name = '{MEMORY}'"  # noqa: S608
+        f" and starts_with(service_key, '{tenant}:')"
+    )
+    return tuple(sorted(str(row["service_key"]) for row in rows))
+
+
 def hooks_of(admin: RestateAdminApi, tenant: str) -> tuple[str, ...]:
     """The ids of the tenant's webhooks, from their objects' state."""
     rows = admin.query(
@@ -282,6 +297,7 @@ def targets_of(found: ErasureTargets, tenant: str | None) -> list[Target]:
     objects = [Target(service, agent) for agent in found.agents for service in PER_AGENT]
     objects += [Target(EFFECTS, key) for key in found.effects]
     objects += [Target(HOOKS, hook) for hook in found.hooks]
+    objects += [Target(MEMORY, key) for key in found.memories]
     if tenant is not None:
         objects += [Target(service, tenant) for service in PER_TENANT if service != LIFECYCLE]
     return objects

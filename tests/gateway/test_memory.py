@@ -175,3 +175,31 @@ def test_a_turn_is_shown_its_scopes_most_relevant_memories_and_never_anothers(
     live.send(acme, "acme.asker", "What is the lark-sienna-4410 gate code?")
     live.ended(acme, "acme.asker", 3)
     assert model_messages(live, acme, "acme.asker")[-1]["memories"] == []
+
+
+GONE = "ibis-carmine-6603"
+
+
+def test_erasing_an_agent_or_a_tenant_erases_their_memories_everywhere(live: Live) -> None:
+    initech = live.key("initech", "admin")
+    assert live.http.post("/v1/specs", json=SPEC, headers=initech).status_code == 201
+    live.send(initech, "initech.bot", "hello")
+    live.ended(initech, "initech.bot")
+    remember(live, initech, f"agent note {GONE}", scope="agent", agent="initech.bot")
+    kept = remember(live, initech, f"tenant note {GONE}")
+    remember(live, initech, f"user note {GONE}", scope="user", user="u9")
+    assert _restate_rows(live.settings, GONE)["state"] == 3
+
+    deleted = live.http.delete("/v1/agents/initech.bot", headers=initech)
+    assert deleted.status_code == 200, deleted.text
+    assert found(live, initech, GONE, scope="agent", agent="initech.bot") == []
+    assert [h["record"]["id"] for h in found(live, initech, GONE)] == [kept["id"]]
+    assert _restate_rows(live.settings, GONE)["state"] == 2
+
+    erased = live.http.delete("/v1/tenant", headers=initech)
+    assert erased.status_code == 200, erased.text
+    assert GONE not in erased.text
+    assert _restate_rows(live.settings, GONE)["state"] == 0
+    again = live.key("initech", "read")
+    assert found(live, again, GONE) == []
+    assert found(live, again, GONE, scope="user", user="u9") == []
