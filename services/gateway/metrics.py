@@ -7,13 +7,16 @@ between gateway replicas. Token usage is read from the `model_message` events' J
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import get_args
 
 from services.gateway import model_metrics
+from services.gateway.models import AgentStatusName
 from services.gateway.reader import ProjectionReader
 
 OUTCOMES = ("succeeded", "stopped", "failed", "superseded")
 """How a turn ends; parked is a status a turn rests in, never an ending."""
-STATUSES = ("idle", "running", "waiting", "parked")
+STATUSES: tuple[str, ...] = get_args(AgentStatusName)
+"""Every status an agent is listed by, each shown (at 0 when no agent has it)."""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TURNS = (

@@ -175,6 +175,8 @@ async def test_metrics_count_from_the_projection(world: World) -> None:
     assert f"teaspill_prompt_cache_reuse_ratio {960 / 1320!r}" in text
     assert "teaspill_errors_total 0" in text
     assert 'teaspill_agents{status="idle"} 5' in text
+    for status in ("running", "waiting", "parked", "paused", "archived"):
+        assert f'teaspill_agents{{status="{status}"}} 0' in text
     assert "# TYPE teaspill_turns_total counter" in text
 
 
