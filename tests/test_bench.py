@@ -244,3 +244,15 @@ def test_the_wake_benchmark_runs_each_variants_turns_to_the_scripted_reply(
     with pytest.raises(SystemExit) as refused:
         wake_main(["--rounds", "1"])
     assert refused.value.code == 2
+
+
+def test_the_voice_benchmark_counts_copies_of_tool_results_and_not_answers() -> None:
+    from bench.voice import copied, message  # noqa: PLC0415
+
+    result = '{"turns":[{"turn":1,"messages":[{"content":"the storm that broke the lamp"}]}]}'
+    assert copied('The tool recall returned: {"turns": []}', [])
+    assert copied("the storm that broke the lamp", [result])
+    assert not copied("It was about a storm, I think, and a lamp that broke.", [result])
+    assert not copied("", [result])
+    assert len(message(3)) > 400
+    assert "first story" in message(3)
