@@ -27,9 +27,16 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from schemas.events import Event, MessageQueued, ModelMessage, TurnEnded, TurnStarted
+from schemas.events import (
+    Event,
+    MessageQueued,
+    MessageRejected,
+    ModelMessage,
+    TurnEnded,
+    TurnStarted,
+)
 from schemas.live import LiveDelta, Retraction
-from services.gateway.mcp_tasks import TaskView, UnknownTaskError, task_id, task_view
+from services.gateway.mcp_tasks import TaskView, UnknownTaskError, rejection, task_id, task_view
 from services.gateway.turns import TurnItem
 
 ENDED: dict[str, TaskState] = {
@@ -40,7 +47,12 @@ ENDED: dict[str, TaskState] = {
     "parked": TaskState.TASK_STATE_INPUT_REQUIRED,
 }
 TERMINAL = frozenset(
-    {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED}
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
 )
 
 
@@ -55,6 +67,8 @@ def task(view: TaskView, story: Sequence[Event], turn: Sequence[Event], history:
 
 
 def state(view: TaskView) -> TaskState:
+    if view.ending is not None and isinstance(view.ending.body, MessageRejected):
+        return TaskState.TASK_STATE_REJECTED
     if view.started is None:
         return TaskState.TASK_STATE_SUBMITTED
     if view.ending is not None and isinstance(view.ending.body, TurnEnded):
@@ -66,7 +80,8 @@ def state(view: TaskView) -> TaskState:
 
 def status(view: TaskView) -> TaskStatus:
     """The state, when it last changed, and what the agent says of it: the reply, why the
-    turn ended otherwise, whose approval it waits for, or that it waits behind another turn."""
+    turn ended otherwise, why the agent refused the message, whose approval it waits for, or
+    that it waits behind another turn."""
     now = state(view)
     found = TaskStatus(state=now, timestamp=view.updated_at)
     sentence = _sentence(view, now)
@@ -79,6 +94,8 @@ def _sentence(view: TaskView, now: TaskState) -> str:
     body = view.ending.body if view.ending is not None else None
     if isinstance(body, TurnEnded):
         return body.reply if body.outcome == "succeeded" else body.reason or view.message
+    if isinstance(body, MessageRejected):
+        return rejection(view.address, body)
     if now == TaskState.TASK_STATE_INPUT_REQUIRED:
         request = view.asked[0].request_id
         return (
@@ -98,14 +115,14 @@ def artifacts(turn: Sequence[Event]) -> list[Artifact]:
 
 def _names(event: Event, view: TaskView) -> bool:
     body = event.body
-    return isinstance(body, TurnStarted | MessageQueued) and view.task_id.endswith(
-        f"/{body.message_id}"
-    )
+    return isinstance(
+        body, TurnStarted | MessageQueued | MessageRejected
+    ) and view.task_id.endswith(f"/{body.message_id}")
 
 
 def _message(view: TaskView, event: Event) -> Message:
     body = event.body
-    text = body.text if isinstance(body, TurnStarted | MessageQueued) else ""
+    text = body.text if isinstance(body, TurnStarted | MessageQueued | MessageRejected) else ""
     return Message(
         message_id=view.task_id.rpartition("/")[2],
         context_id=view.address,

@@ -24,6 +24,7 @@ from schemas.events import (
     ApprovalRequested,
     Event,
     MessageQueued,
+    MessageRejected,
     TurnEnded,
     TurnParked,
     TurnStarted,
@@ -223,7 +224,8 @@ def _routed_to(ctx: ServerRequestContext[Any], task_id: str) -> None:
 
 def _names(event: Event, message_id: str) -> bool:
     body = event.body
-    return isinstance(body, TurnStarted | MessageQueued) and body.message_id == message_id
+    named = TurnStarted | MessageQueued | MessageRejected
+    return isinstance(body, named) and body.message_id == message_id
 
 
 async def turn_end(
@@ -235,9 +237,9 @@ async def turn_end(
     until_end: bool = False,
     answered: frozenset[str] = frozenset(),
 ) -> Event | None:
-    """The event that ends the turn `message_id` started, or that makes it wait for a
-    person (unless `until_end`) on a request not in `answered`; None if the gateway
-    stopped following first."""
+    """The event that ends the turn `message_id` started (or the `message_rejected` of a
+    message that started none), or that makes it wait for a person (unless `until_end`) on
+    a request not in `answered`; None if the gateway stopped following first."""
     async with aclosing(follow_turn(rt, agent, after, message_id)) as items:
         async for item in items:
             if isinstance(item, Event) and _ends(item.body, until_end, answered):
@@ -255,13 +257,13 @@ async def first_round_asks(rt: Runtime, agent: Owned, after: int, message_id: st
                 continue
             if isinstance(item.body, ApprovalRequested | TurnParked):
                 return True
-            if isinstance(item.body, TurnEnded) or item.round > 1:
+            if isinstance(item.body, TurnEnded | MessageRejected) or item.round > 1:
                 return False
     return False
 
 
 def _ends(body: object, until_end: bool, answered: frozenset[str]) -> bool:
-    if isinstance(body, TurnEnded):
+    if isinstance(body, TurnEnded | MessageRejected):
         return True
     if until_end or not isinstance(body, ApprovalRequested | TurnParked):
         return False

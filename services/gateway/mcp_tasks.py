@@ -26,6 +26,7 @@ from schemas.events import (
     ApprovalRequested,
     Event,
     MessageQueued,
+    MessageRejected,
     TurnEnded,
     TurnParked,
     TurnStarted,
@@ -72,7 +73,8 @@ class TaskView:
     started: Event | None
     """The turn's `turn_started`; None while the message waits behind another turn."""
     ending: Event | None
-    """The `turn_ended`, once the turn ended."""
+    """The `turn_ended`, once the turn ended; or the `message_rejected` of a message the
+    agent refused, which started no turn."""
     asked: tuple[ApprovalRequested, ...]
     """The approval requests the turn waits on."""
 
@@ -83,7 +85,8 @@ def task_view(address: str, message_id: str, story: list[Event]) -> TaskView:
     if not named:
         raise UnknownTaskError(task_id(address, message_id))
     started = next((e for e in named if isinstance(e.body, TurnStarted)), None)
-    ending = next((e for e in story if isinstance(e.body, TurnEnded)), None)
+    ends = TurnEnded if started is not None else MessageRejected
+    ending = next((e for e in story if isinstance(e.body, ends)), None)
     asked = _pending(story)
     status, message = _status(address, started, ending, asked)
     return TaskView(
@@ -102,7 +105,8 @@ def task_view(address: str, message_id: str, story: list[Event]) -> TaskView:
 
 def _names(event: Event, message_id: str) -> bool:
     body = event.body
-    return isinstance(body, TurnStarted | MessageQueued) and body.message_id == message_id
+    named = TurnStarted | MessageQueued | MessageRejected
+    return isinstance(body, named) and body.message_id == message_id
 
 
 def _pending(story: list[Event]) -> tuple[ApprovalRequested, ...]:
@@ -122,19 +126,29 @@ def _status(
     ending: Event | None,
     asked: tuple[ApprovalRequested, ...],
 ) -> tuple[Status, str]:
+    if ending is not None:
+        return _ended(address, ending)
     if started is None:
         return "working", f"the message waits behind the turn in progress of agent {address}"
-    if ending is not None and isinstance(ending.body, TurnEnded):
-        outcome = ending.body.outcome
-        if outcome == "stopped":
-            return "cancelled", ending.body.reason or "the turn was stopped"
-        if broke(ending) is not None:
-            return "failed", ending.body.reason or "the turn failed"
-        return "completed", f"the turn ended {outcome}"
     if asked:
         names = ", ".join(f"{a.request_id} (tool {a.name})" for a in asked)
         return "input_required", f"the turn waits for a person to answer approval {names}"
     return "working", f"turn {started.turn} of agent {address} is running"
+
+
+def _ended(address: str, ending: Event) -> tuple[Status, str]:
+    """The status of a turn that ended, or of a message the agent refused (the call's
+    result is then a tool error with the agent's sentence, as for a turn that could not
+    finish)."""
+    body = ending.body
+    if isinstance(body, MessageRejected):
+        return "completed", rejection(address, body)
+    assert isinstance(body, TurnEnded), "a task ends with its turn or its message's refusal"
+    if body.outcome == "stopped":
+        return "cancelled", body.reason or "the turn was stopped"
+    if broke(ending) is not None:
+        return "failed", body.reason or "the turn failed"
+    return "completed", f"the turn ended {body.outcome}"
 
 
 def call_result(address: str, ending: Event | None) -> types.CallToolResult:
@@ -147,6 +161,8 @@ def call_result(address: str, ending: Event | None) -> types.CallToolResult:
         )
     if isinstance(body, TurnEnded):
         return failed(body.reason or f"the turn ended {body.outcome}", address)
+    if isinstance(body, MessageRejected):
+        return failed(rejection(address, body), address)
     if isinstance(body, ApprovalRequested | TurnParked):
         return waiting(address, body.request_id)
     return failed(
@@ -154,6 +170,11 @@ def call_result(address: str, ending: Event | None) -> types.CallToolResult:
         f"read GET /v1/agents/{address}/timeline for the rest",
         address,
     )
+
+
+def rejection(address: str, body: MessageRejected) -> str:
+    """The agent's sentence for a message it refused."""
+    return body.message or f"agent {address} refused the message: no turn started"
 
 
 def broke(ending: Event | None) -> TurnEnded | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from schemas.events import Event, MessageQueued, TurnEnded, TurnStarted
+from schemas.events import Event, MessageQueued, MessageRejected, TurnEnded, TurnStarted
 from schemas.spec import AgentSpec
 from services.gateway import service
 from services.gateway.auth import Owned, Principal, own
@@ -92,8 +92,9 @@ async def follow_turn(
     rt: Runtime, agent: Owned, after: int, message_id: str
 ) -> AsyncGenerator[TurnItem, None]:
     """The items of the turn `message_id` starts, from its `turn_started` to its
-    `turn_ended`, after its `message_queued` if it waited behind another turn; it stops
-    early when the gateway stops following."""
+    `turn_ended`, after its `message_queued` if it waited behind another turn; or the
+    `message_rejected` of a message the agent refused (no turn starts then), and nothing
+    after it. It stops early when the gateway stops following."""
     items = service.follow(rt, agent, after)
     turn: int | None = None
     try:
@@ -102,6 +103,9 @@ async def follow_turn(
                 continue
             if turn is None and _queued(item, message_id):
                 yield item
+            if turn is None and _rejected(item, message_id):
+                yield item
+                return
             if turn is None and _starts(item, message_id):
                 turn = item.turn
             if turn is None or item.turn != turn:
@@ -117,6 +121,14 @@ def _queued(item: TurnItem, message_id: str) -> bool:
     return (
         isinstance(item, Event)
         and isinstance(item.body, MessageQueued)
+        and item.body.message_id == message_id
+    )
+
+
+def _rejected(item: TurnItem, message_id: str) -> bool:
+    return (
+        isinstance(item, Event)
+        and isinstance(item.body, MessageRejected)
         and item.body.message_id == message_id
     )
 

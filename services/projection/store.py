@@ -287,12 +287,12 @@ class ProjectionStore:
 
     async def message_story(self, agent: str, message_id: str) -> list[Event]:
         """Where one message stands, in seq order: the events that name it (its
-        `message_queued`, its `turn_started`) and, once its turn started, that turn's
-        approvals, parking and end, and its newest event. Empty for a message the
-        timeline does not show."""
+        `message_queued`, its `turn_started` or its `message_rejected`) and, once its turn
+        started, that turn's approvals, parking and end, and its newest event. Empty for a
+        message the timeline does not show."""
         named = await self._db.execute_fetchall(
             "select seq, turn, type, event from events where agent = ?"
-            " and type in ('message_queued', 'turn_started')"
+            " and type in ('message_queued', 'turn_started', 'message_rejected')"
             " and json_extract(cast(event as text), '$.body.message_id') = ? order by seq",
             (agent, message_id),
         )
