@@ -51,6 +51,7 @@ from schemas.events import (
     ApprovalRefused,
     ApprovalRequested,
     Event,
+    MessageRejected,
     ModelMessage,
     ToolCalled,
     ToolFinished,
@@ -124,9 +125,9 @@ class Run:
 
     def _event(self, event: Event) -> list[BaseEvent]:
         body = event.body
-        if isinstance(body, ApprovalRefused) and body.request_id in self.answering:
-            message = body.message or f"the answer to {body.request_id} changed nothing"
-            return self._finish([RunErrorEvent(message=message, code="approval_refused")])
+        refused = self._refusal(body)
+        if refused is not None:
+            return self._finish([refused])
         if (
             self.turn is None
             and isinstance(body, TurnStarted)
@@ -144,6 +145,23 @@ class Run:
             case TurnEnded():
                 return self._finish([_ending(body)])
         return self._content(event)
+
+    def _refusal(self, body: object) -> RunErrorEvent | None:
+        """The run's end when the agent refused what it sent: the answer a resumed run
+        gave, or the message of a new run (taken, but no turn started for it)."""
+        if isinstance(body, ApprovalRefused) and body.request_id in self.answering:
+            message = body.message or f"the answer to {body.request_id} changed nothing"
+            return RunErrorEvent(message=message, code="approval_refused")
+        if (
+            self.turn is None
+            and isinstance(body, MessageRejected)
+            and self.message_id
+            and body.message_id == self.message_id
+        ):
+            return RunErrorEvent(
+                message=body.message or "the agent refused the message", code="rejected"
+            )
+        return None
 
     def _content(self, event: Event) -> list[BaseEvent]:
         body = event.body

@@ -19,6 +19,7 @@ from schemas.events import (
     ApprovalRequested,
     Event,
     EventBody,
+    MessageRejected,
     ModelMessage,
     ToolCalled,
     ToolFinished,
@@ -112,6 +113,17 @@ def test_a_resumed_run_whose_answer_is_refused_ends_with_the_agents_sentence() -
     assert types(events) == ["RUN_ERROR"]
     assert (events[0]["message"], events[0]["code"]) == (sentence, "approval_refused")
     assert run.finished
+
+
+def test_a_message_the_agent_refuses_ends_the_run_with_its_sentence() -> None:
+    run = Run("acme.new", "acme.new", "r1", "m2")
+    sentence = "The agent used 40 model tokens on 2026-12-01 (UTC), its limit for a day."
+    assert run.take(at(7, 0, MessageRejected("hi", message_id="m9", message="No."), 0)) == []
+    events = dumped(run.take(at(8, 0, MessageRejected("hi", message_id="m2", message=sentence), 0)))
+    assert types(events) == ["RUN_ERROR"]
+    assert (events[0]["message"], events[0]["code"]) == (sentence, "rejected")
+    assert run.finished
+    EVENTS.validate_python(events[0])
 
 
 def test_a_failed_turn_is_a_run_error_and_a_stopped_one_cancelled() -> None:

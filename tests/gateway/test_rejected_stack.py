@@ -1,4 +1,4 @@
-"""A message the agent refuses, through the gateway's MCP and A2A servers on a real
+"""A message the agent refuses, through the gateway's MCP, A2A and AG-UI servers on a real
 stack: an agent whose own day of tokens is used (`max_daily_tokens`) records the next
 message as `message_rejected`, and each call that sent it ends at once with the agent's
 sentence instead of waiting for a turn that never starts."""
@@ -6,6 +6,7 @@ sentence instead of waiting for a turn that never starts."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -99,3 +100,28 @@ def test_an_a2a_send_the_agent_refuses_ends_its_task_rejected_with_its_sentence(
         assert task.status.state == TaskState.TASK_STATE_REJECTED
         assert a2a_text(task) == sentence
     assert [m.parts[0].text for m in sent.history] == ["again"]
+
+
+def test_an_ag_ui_run_the_agent_refuses_ends_with_a_run_error_with_its_sentence(
+    gw: GatewayStack,
+) -> None:
+    address = _spent(gw, "acme.frugal-agui")
+    run = {
+        "threadId": address,
+        "runId": "r2",
+        "messages": [{"id": "u1", "role": "user", "content": "again"}],
+        "forwardedProps": {"kind": "frugal"},
+    }
+    events: list[dict[str, object]] = []
+    with gw.http.stream(
+        "POST", "/v1/agui", json=run, headers=gw.auth, timeout=PATIENCE
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line.removeprefix("data: ")))
+                if events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                    break
+    (sentence,) = _refusals(gw, address)
+    assert events[-1]["type"] == "RUN_ERROR", events
+    assert (events[-1]["message"], events[-1]["code"]) == (sentence, "rejected")
