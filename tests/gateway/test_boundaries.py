@@ -81,6 +81,8 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("GET", "/v1/agents/{address}/schedules"),
         ("DELETE", "/v1/agents/{address}/schedules/{schedule_id}"),
         ("POST", "/v1/agents/{address}/fork"),
+        ("POST", "/v1/agents/{address}/archive"),
+        ("POST", "/v1/agents/{address}/unarchive"),
         ("DELETE", "/v1/agents/{address}"),
         ("DELETE", "/v1/tenant"),
         ("POST", "/v1/hooks"),
