@@ -51,6 +51,16 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
         for spec in (CAREFUL, QUICK, BATCH):
             published = stack.http.post("/v1/specs", json=spec, headers=stack.auth)
             assert published.status_code == 201, published.text
+        # tools/list reads the projection, which lists a kind once the projector has
+        # written its spec: wait until it lists all three
+        kinds = {str(spec["kind"]) for spec in (CAREFUL, QUICK, BATCH)}
+        eventually(
+            lambda: (
+                kinds <= {tool["name"] for tool in rpc(stack, "tools/list", {})["tools"]} or None
+            ),
+            30,
+            "the projection to list the published kinds",
+        )
         yield stack
 
 
