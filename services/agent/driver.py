@@ -107,7 +107,7 @@ from services.agent.pipeline import (
     needs_clock,
     total,
 )
-from services.agent.store import Doorbell, Store
+from services.agent.store import Doorbell, Preloaded, Store
 from services.agent.timeline import Sink, Timeline
 from services.contracts import (
     COUNT_AGENT,
@@ -170,6 +170,7 @@ class Driver:
         quotas: TenantQuotas = NO_QUOTAS,
         queue_limit: int = QUEUE_LIMIT,
         harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
+        preloaded: Preloaded | None = None,
     ) -> None:
         self._ctx = ctx
         self._harnesses = harnesses
@@ -181,7 +182,7 @@ class Driver:
         self._sink = sink
         self._model = model
         self._observers = observers
-        self._store = Store(ctx)
+        self._store = Store(ctx, preloaded)
         self._pipeline = Pipeline(definitions(tools))
         self._clock = Clock()
         self._lease = Lease()

@@ -41,7 +41,7 @@ from services.agent.fork import (
 from services.agent.machine import stops
 from services.agent.observers import Observer
 from services.agent.pipeline import TenantQuotas
-from services.agent.store import RAW, RECORD, Reader, Store, ring
+from services.agent.store import RAW, RECORD, Preloaded, Reader, Store, ring
 from services.agent.timeline import Sink
 from services.contracts import (
     AGENT,
@@ -102,12 +102,16 @@ def agent_object(
         address = _address(ctx.key())
         envelope = _decode(raw)
         _check_inline(envelope, offer, address)
-        if archives is not None and await ctx.get(RECORD, serde=RAW) is None:
-            await restore(ctx, archives, address)
+        preloaded = None
+        if archives is not None:  # an agent without state may be an archived one
+            raw_record = await ctx.get(RECORD, serde=RAW)
+            if raw_record is not None or not (await restore(ctx, archives, address)).keys:
+                preloaded = Preloaded(raw_record)
         driver = Driver(
             ctx,
             address,
             tools,
+            preloaded=preloaded,
             sink=sink,
             model=model,
             observers=observers or (),

@@ -36,6 +36,7 @@ and a pause is also a wake that holds the agent when it arrives.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -147,12 +148,21 @@ class Reader:
         return low
 
 
+@dataclass(frozen=True)
+class Preloaded:
+    """The record's stored bytes (None: there are none), as the wake's handler already
+    read them: the store takes them instead of reading the key a second time."""
+
+    raw: bytes | None
+
+
 class Store(Reader):
     """The exclusive handler's view: reads, and the writes only it makes."""
 
-    def __init__(self, ctx: restate.ObjectContext) -> None:
+    def __init__(self, ctx: restate.ObjectContext, preloaded: Preloaded | None = None) -> None:
         super().__init__(ctx)
         self._writer = ctx
+        self._preloaded = preloaded
         self._segments: dict[int, Segment] = {}
         self._unkeyed: set[int] = set()
         """Segments that may have no key of their own: those of the copy read, and those
@@ -166,9 +176,15 @@ class Store(Reader):
     async def record(self, *alongside: restate.RestateDurableFuture[Any]) -> AgentRecord:
         """The machine's record (the store keeps the rest of the envelope), read together
         with `alongside`: one round trip."""
-        loaded = self._writer.get(RECORD, serde=RAW)
-        await together(*alongside, loaded)
-        self._stored = decoded(await loaded)
+        if self._preloaded is not None:
+            raw, self._preloaded = self._preloaded.raw, None
+            if alongside:
+                await together(*alongside)
+        else:
+            loaded = self._writer.get(RECORD, serde=RAW)
+            await together(*alongside, loaded)
+            raw = await loaded
+        self._stored = decoded(raw)
         if (kept := self._stored.recent) is not None:
             self._segments.update(zip(kept.indices, kept.segments, strict=True))
             self._unkeyed.update(kept.indices)
