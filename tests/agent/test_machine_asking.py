@@ -13,7 +13,8 @@ from schemas.questions import InputAsked, Question
 from schemas.spec import AgentSpec
 from schemas.state import AgentRecord
 from schemas.wake import Approval, Message, Timer
-from services.agent.machine import Drive, Emit, FindSpec, Reaction, RefuseWake, react, state_of
+from services.agent.machine import Drive, FindSpec, RefuseWake, react, state_of
+from tests.agent.test_machine import bodies
 
 ME = "acme.bot"
 SPEC = AgentSpec(kind="helper", instructions="", model="script", tools={"ask_user": "allow"})
@@ -36,22 +37,6 @@ RECORD = AgentRecord(
 
 def answer(request: str, name: str = "Ada") -> Approval:
     return Approval(request, True, by="ops", answers={"question": {"name": name}})
-
-
-def bodies(reaction: Reaction) -> list[object]:
-    """What the reaction records; a drive that starts its turn records its start once the
-    driver found it funded."""
-    return [
-        body
-        for e in reaction.effects
-        for body in (
-            e.bodies
-            if isinstance(e, Emit)
-            else (e.start.started,)
-            if isinstance(e, Drive) and e.start
-            else ()
-        )
-    ]
 
 
 def test_one_answer_of_two_is_recorded_and_the_turn_keeps_waiting_on_the_other() -> None:

@@ -12,29 +12,14 @@ from schemas.harness import AwaitingApproval, PendingApproval, TurnState
 from schemas.spec import AgentSpec
 from schemas.state import AgentRecord
 from schemas.wake import Stop
-from services.agent.machine import NOT_THAT_TURN, Drive, Emit, Reaction, react, stops
+from services.agent.machine import NOT_THAT_TURN, react, stops
+from tests.agent.test_machine import bodies
 
 ME = "acme.bot"
 SPEC = AgentSpec(kind="helper", instructions="", model="script")
 WAITING = AwaitingApproval(PendingApproval("t2r1-call_0", ToolCall("call_0", "calculator")))
 TURN_2 = TurnState(2, SPEC, (ChatMessage(role="user", content="hi"),), round=1, phase=WAITING)
 RECORD = AgentRecord(turns=2, spec=SPEC, turn=TURN_2)
-
-
-def bodies(reaction: Reaction) -> list[object]:
-    """What the reaction records; a drive that starts its turn records its start once the
-    driver found it funded."""
-    return [
-        body
-        for e in reaction.effects
-        for body in (
-            e.bodies
-            if isinstance(e, Emit)
-            else (e.start.started,)
-            if isinstance(e, Drive) and e.start
-            else ()
-        )
-    ]
 
 
 @pytest.mark.parametrize(
