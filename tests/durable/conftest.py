@@ -5,6 +5,7 @@ temporary TEASPILL_HOME."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -63,6 +64,11 @@ class LiveStack:
             store = await ProjectionStore.open(path, readonly=True)
             try:
                 return await store.timeline(address, limit=100_000)
+            except sqlite3.OperationalError as error:
+                # The Projector has made the file and not yet committed its tables.
+                if str(error).startswith("no such table"):
+                    return []
+                raise
             finally:
                 await store.close()
 
