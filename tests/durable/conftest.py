@@ -44,6 +44,15 @@ class LiveStack:
             self.endpoint.stop()
         self.endpoint.start()
 
+    def restart_restate(self, *, kill: bool) -> None:
+        """Stop restate-server (SIGKILL, as a crash would, or SIGTERM) and start it again
+        on the same data directory."""
+        if kill:
+            self.restate.kill()
+        else:
+            self.restate.stop()
+        self.restate.start()
+
     def events(self, address: str) -> list[Event]:
         events: list[Event] = []
         while True:
