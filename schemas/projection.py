@@ -35,3 +35,4 @@ class RebuildReport(msgspec.Struct, frozen=True):
     events: int
     specs: int
     keys: int
+    documents: int = 0

@@ -30,6 +30,7 @@ from services.executor.service import model_service
 from services.hooks.object import hooks
 from services.hooks.tenant import tenant_hooks
 from services.ingress import AsyncIngress, Ingress
+from services.knowledge.object import knowledge
 from services.lifecycle.archive import CatalogArchives, FolderArchive
 from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
@@ -46,6 +47,7 @@ from services.settings import ConfigError, Settings, settings
 from services.stack.identity import accepted_keys
 from services.tenant.object import offer_specs
 from services.tenant.usage import tenant_usage
+from services.tools.knowledge import search_docs_tool
 from services.tools.memory import remember_tool, search_tool
 from services.tools.registry import load_tools
 from services.workspace.service import workspace_service
@@ -89,6 +91,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     deployed = (
         remember_tool(lambda note: scopes.call(REMEMBER, note, note.scope.key)),
         search_tool(config.home / "projection.db"),
+        search_docs_tool(config.home / "projection.db"),
     )
     tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub, deployed=deployed)
     services += [
@@ -117,6 +120,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             config.archive_idle_days,
         ),
         memory,
+        knowledge,
     ]
     closers.insert(0, projection.close)
 

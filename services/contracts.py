@@ -23,6 +23,14 @@ from schemas.events import (
     WakeResult,
 )
 from schemas.hook import Delivery, HookAnswer, HookEntry, HookRef, HookSpec, TenantHookList
+from schemas.knowledge import (
+    DocumentAnswer,
+    DocumentGone,
+    DocumentList,
+    DocumentRef,
+    DocumentUpload,
+    IndexedDocument,
+)
 from schemas.lifecycle import (
     Archived,
     ArchiveIdle,
@@ -123,6 +131,7 @@ SCHEDULES, HOOKS, TENANT_HOOKS = "Schedules", "Hooks", "TenantHooks"
 TENANT_SCHEDULES, TENANT_USAGE = "TenantSchedules", "TenantUsage"
 LIFECYCLE = "Lifecycle"
 MEMORY = "Memory"
+KNOWLEDGE = "Knowledge"
 
 WAKE = Handler(AGENT, "wake", WakeEnvelope, WakeResult)
 STOP = Handler(AGENT, "stop", Stop, StopAnswer)
@@ -196,6 +205,16 @@ REMEMBER = Handler(MEMORY, "remember", MemoryNote, MemoryAnswer)
 """Keyed by the scope (`MemoryScope.key`): its one writer."""
 FORGET_MEMORY = Handler(MEMORY, "forget", MemoryRef, MemoryAnswer)
 FORGET_MEMORIES = Handler(MEMORY, "forget_all", MemoryScope, MemoryAnswer)
+UPLOAD_DOCUMENT = Handler(KNOWLEDGE, "upload", DocumentUpload, DocumentAnswer)
+"""Keyed by the tenant, like every `Knowledge` handler: the one writer of its documents."""
+RELEASE_DOCUMENT = Handler(KNOWLEDGE, "release", DocumentRef, DocumentAnswer)
+DELETE_DOCUMENT = Handler(KNOWLEDGE, "delete", DocumentRef, DocumentAnswer)
+DOCUMENTS = Handler(KNOWLEDGE, "documents", Empty, DocumentList)
+"""Shared: the tenant's documents, drafts too, without their text."""
+INDEXED_DOCUMENT = Handler(KNOWLEDGE, "indexed", DocumentRef, IndexedDocument)
+"""Shared: a document as the projection keeps it (what a rebuild copies); 404 when none."""
+PROJECT_DOCUMENT = Handler(PROJECTOR, "document", IndexedDocument, Empty)
+PROJECT_DOCUMENT_GONE = Handler(PROJECTOR, "document_gone", DocumentGone, Empty)
 REBUILD = Handler(PROJECTOR, "rebuild", Empty, RebuildReport)
 REBUILD_KEY = "all"
 """The one key `rebuild` runs under, so two rebuilds never overlap."""

@@ -14,12 +14,13 @@ from services.mcp.config import load_servers
 from services.settings import Settings
 from services.specs import Offer
 from services.tools.builtin import BUILTIN_TOOLS
+from services.tools.knowledge import SEARCH_DOCS
 from services.tools.memory import MEMORY_TOOL_NAMES
 
 
 def deployment_offer(settings: Settings) -> Offer:
     tools = {tool.definition.name for tool in BUILTIN_TOOLS} | {*WORKSPACE_TOOL_NAMES, ASK_USER}
-    tools |= set(MEMORY_TOOL_NAMES)
+    tools |= {*MEMORY_TOOL_NAMES, SEARCH_DOCS}
     for name in settings.tool_modules:
         tools.update(tool.definition.name for tool in importlib.import_module(name).TOOLS)
     models = default_models(settings, settings.model_modules)

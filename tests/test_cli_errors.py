@@ -34,6 +34,8 @@ SAMPLES = {
     "eval_file": str(ROOT / "examples" / "assistant-evals.toml"),
     "seq": "3",
     "new": "acme.branch",
+    "document_id": "doc0123456789abcdef0123",
+    "query": "tide",
 }
 OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
 """Options a command cannot run without."""

@@ -114,5 +114,5 @@ def projections_rebuild(ingress: Ingress) -> None:
     report = ingress.call(REBUILD, Empty(), REBUILD_KEY)
     print(
         f"Rebuilt: {report.agents} agents, {report.events} events, "
-        f"{report.specs} spec versions, {report.keys} keys."
+        f"{report.specs} spec versions, {report.keys} keys, {report.documents} documents."
     )

@@ -7,7 +7,17 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from services.cli import admin, evals, health, hooks, lifecycle, schedules, stack, talk
+from services.cli import (
+    admin,
+    evals,
+    health,
+    hooks,
+    knowledge,
+    lifecycle,
+    schedules,
+    stack,
+    talk,
+)
 from services.cli.errors import guarded
 from services.cli.gateway import Doors, spec_file, tenant_of
 from services.cli.home import exports, located
@@ -207,6 +217,7 @@ def parser() -> argparse.ArgumentParser:
     _talk_commands(verbs)
     schedules.commands(verbs)
     hooks.commands(verbs)
+    knowledge.commands(verbs)
     evals.commands(verbs)
     lifecycle.commands(verbs)
     _admin_commands(verbs)

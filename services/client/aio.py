@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from schemas.events import Event, TimelinePage, TurnEnded
+from schemas.knowledge import Document, DocumentFormat, PassageHit
 from schemas.schedule import Schedule
 from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import PublishedSpec
@@ -236,6 +237,28 @@ class AsyncClient:
 
     async def remove_hook(self, hook_id: str) -> Hook:
         return await self._do(calls.remove_hook(hook_id))
+
+    async def upload_document(
+        self, title: str, text: str, format_: DocumentFormat = "text"
+    ) -> Document:
+        """A draft, never searched until released; a text the tenant has already is that
+        document."""
+        return await self._do(calls.upload_document(title, text, format_))
+
+    async def release_document(self, document_id: str) -> Document:
+        """Its passages are searchable once this returns."""
+        return await self._do(calls.release_document(document_id))
+
+    async def documents(self, limit: int = 100) -> tuple[Document, ...]:
+        """The tenant's documents, drafts too, newest first."""
+        return (await self._do(calls.documents(limit))).documents
+
+    async def search_documents(self, query: str, limit: int = 5) -> tuple[PassageHit, ...]:
+        """Passages of released documents, most relevant first."""
+        return (await self._do(calls.search_documents(query, limit))).passages
+
+    async def delete_document(self, document_id: str) -> Document:
+        return await self._do(calls.delete_document(document_id))
 
 
 async def until_turn_ends(items: AsyncIterator[Item]) -> AsyncIterator[Item]:

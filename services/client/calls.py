@@ -11,6 +11,7 @@ from urllib.parse import quote
 import msgspec
 
 from schemas.events import TimelinePage
+from schemas.knowledge import Document, DocumentFormat, DocumentList, PassageList
 from schemas.schedule import Schedule, ScheduleList
 from schemas.spec import AgentSpec, WhileBusy
 from schemas.tenant import PublishedSpec, SpecVersions
@@ -177,3 +178,24 @@ def hooks() -> Call[HookList]:
 
 def remove_hook(hook_id: str) -> Call[Hook]:
     return Call("DELETE", f"/v1/hooks/{quote(hook_id, safe='')}", Hook)
+
+
+def upload_document(title: str, text: str, format_: DocumentFormat) -> Call[Document]:
+    body = _json({"title": title, "text": text, "format": format_})
+    return Call("POST", "/v1/knowledge", Document, body=body)
+
+
+def release_document(document_id: str) -> Call[Document]:
+    return Call("POST", f"/v1/knowledge/{quote(document_id, safe='')}/release", Document)
+
+
+def documents(limit: int = 100) -> Call[DocumentList]:
+    return Call("GET", "/v1/knowledge", DocumentList, params={"limit": limit})
+
+
+def search_documents(query: str, limit: int = 5) -> Call[PassageList]:
+    return Call("GET", "/v1/knowledge/search", PassageList, params={"q": query, "limit": limit})
+
+
+def delete_document(document_id: str) -> Call[Document]:
+    return Call("DELETE", f"/v1/knowledge/{quote(document_id, safe='')}", Document)

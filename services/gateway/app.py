@@ -35,6 +35,7 @@ from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
 from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
+from services.gateway.routes_knowledge import router as knowledge
 from services.gateway.routes_lifecycle import router as lifecycle
 from services.gateway.routes_memory import router as memory
 from services.gateway.routes_ops import router as operations
@@ -136,6 +137,7 @@ def create_app(
         keys,
         lifecycle,
         memory,
+        knowledge,
         agui,
         operations,
         console,

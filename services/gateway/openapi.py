@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from schemas.events import TimelinePage
+from schemas.knowledge import Document, DocumentList, PassageList
 from schemas.live import LiveBatch, Retraction
 from schemas.projection import ProjectedBatch
 from schemas.schedule import Schedule, ScheduleList
@@ -27,6 +28,9 @@ SHARED_TYPES = (
     ProjectedBatch,
     Schedule,
     ScheduleList,
+    Document,
+    DocumentList,
+    PassageList,
 )
 
 

@@ -14,6 +14,7 @@ import msgspec
 
 from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
+from schemas.knowledge import DocumentAnswer, DocumentRef, DocumentUpload
 from schemas.lifecycle import Archived, ErasureRecord, ErasureRequest, ForkRequest
 from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
@@ -26,6 +27,7 @@ from services.contracts import (
     ARCHIVE,
     ARRIVED,
     CREATE_HOOK,
+    DELETE_DOCUMENT,
     DELETE_HOOK,
     DELIVER,
     ERASE_AGENT,
@@ -41,11 +43,13 @@ from services.contracts import (
     OFFERED,
     PAUSE,
     PUBLISH,
+    RELEASE_DOCUMENT,
     REMEMBER,
     REMOVE_SCHEDULE,
     REVOKE_KEY,
     STOP,
     UNARCHIVE,
+    UPLOAD_DOCUMENT,
     WAKE,
     Empty,
 )
@@ -190,6 +194,17 @@ class Upstream:
 
     async def forget_memories(self, scope: MemoryScope) -> MemoryAnswer:
         return await _answer(self._client.call(FORGET_MEMORIES, scope, scope.key))
+
+    async def upload_document(self, tenant: str, upload: DocumentUpload) -> DocumentAnswer:
+        return await _answer(self._client.call(UPLOAD_DOCUMENT, upload, tenant))
+
+    async def release_document(self, tenant: str, document_id: str) -> DocumentAnswer:
+        ref = DocumentRef(document_id)
+        return await _answer(self._client.call(RELEASE_DOCUMENT, ref, tenant))
+
+    async def delete_document(self, tenant: str, document_id: str) -> DocumentAnswer:
+        ref = DocumentRef(document_id)
+        return await _answer(self._client.call(DELETE_DOCUMENT, ref, tenant))
 
     async def healthy(self) -> str:
         """'ok', or a sentence saying why ingress does not answer."""

@@ -58,6 +58,7 @@ from services.contracts import (
     GIVE_AGENTS,
     GIVE_SCHEDULE,
     HOOKS,
+    KNOWLEDGE,
     LIFECYCLE,
     LIST_SCHEDULES,
     MEMORY,
@@ -81,7 +82,7 @@ RECORDS = "erasures"
 KEEP_RECORDS = 1000
 PER_AGENT = (AGENT, SCHEDULES, PROJECTOR)
 """The objects keyed by an agent's address."""
-PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, LIFECYCLE)
+PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, KNOWLEDGE, LIFECYCLE)
 """The objects keyed by the tenant (its `Lifecycle` state, the erasure records, is kept)."""
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import aiosqlite
 
 from schemas.effects import leg_key
+from services.projection import knowledge
 
 Statements = list[tuple[str, Sequence[tuple[Any, ...]]]]
 Transaction = Callable[[Statements], Awaitable[None]]
@@ -77,7 +78,7 @@ async def erase(
     db: aiosqlite.Connection, transaction: Transaction, prefix: str, tenant: str | None
 ) -> None:
     """Delete every row of the agents `prefix` names, their own memories (and, for a
-    `tenant`, its specs, keys and every memory), `securely`."""
+    `tenant`, its specs, keys, every memory and every document), `securely`."""
     under = (prefix, len(prefix) + 1, f"{prefix}.")
     statements: Statements = [
         ("delete from events where agent = ? or substr(agent, 1, ?) = ?", [under]),
@@ -89,6 +90,7 @@ async def erase(
             ("delete from specs where tenant = ?", [(tenant,)]),
             ("delete from keys where tenant = ?", [(tenant,)]),
             ("delete from memories where tenant = ?", [(tenant,)]),
+            *((statement, [(tenant,)]) for statement in knowledge.DELETE_TENANT),
         ]
     await securely(db, transaction, statements)
 
@@ -96,19 +98,22 @@ async def erase(
 AGENT_MEMORIES = (
     "delete from memories where scope = 'agent' and (owner = ? or substr(owner, 1, ?) = ?)"
 )
-OPTIMIZE = "insert into memory_text (memory_text) values ('optimize')"
-"""Merges the full-text index into one segment, leaving out what deleted rows held."""
+OPTIMIZE = (
+    "insert into memory_text (memory_text) values ('optimize')",
+    knowledge.OPTIMIZE,
+)
+"""Merge each full-text index into one segment, leaving out what deleted rows held."""
 
 
 async def securely(
     db: aiosqlite.Connection, transaction: Transaction, statements: Statements
 ) -> None:
     """Run `statements` overwriting what they delete (`secure_delete`), merge the
-    full-text index so no segment keeps a deleted record's words, then checkpoint the
+    full-text indexes so no segment keeps a deleted record's words, then checkpoint the
     WAL so no copy of the pages is left in it."""
     await db.execute_fetchall("pragma secure_delete = on")
     try:
-        await transaction([*statements, (OPTIMIZE, [()])])
+        await transaction([*statements, *((optimize, [()]) for optimize in OPTIMIZE)])
     finally:
         await db.execute_fetchall("pragma secure_delete = off")
     await db.execute_fetchall("pragma wal_checkpoint(truncate)")

@@ -95,4 +95,40 @@ MIGRATIONS: tuple[str, ...] = (
         insert into memory_text (memory_text, rowid, text) values ('delete', old.rowid, old.text);
     end;
     """,
+    # Knowledge documents (drafts too), and the passages of released ones with their text
+    # indexed for full-text search (BM25), external content as for memories.
+    """
+    create table documents (
+        id text primary key,
+        tenant text not null,
+        title text not null,
+        format text not null check (format in ('text', 'markdown')),
+        sha256 text not null,
+        chars integer not null,
+        status text not null check (status in ('draft', 'released')),
+        uploaded_at text not null,
+        released_at text,
+        passages integer not null default 0
+    );
+    create index documents_by_tenant on documents (tenant, uploaded_at);
+    create table passages (
+        document text not null,
+        tenant text not null,
+        n integer not null,
+        start integer not null,
+        section text not null,
+        text text not null,
+        unique (document, n)
+    );
+    create virtual table passage_text using fts5(
+        section, text, content = 'passages', content_rowid = 'rowid', tokenize = 'unicode61'
+    );
+    create trigger passages_indexed after insert on passages begin
+        insert into passage_text (rowid, section, text) values (new.rowid, new.section, new.text);
+    end;
+    create trigger passages_unindexed after delete on passages begin
+        insert into passage_text (passage_text, rowid, section, text)
+            values ('delete', old.rowid, old.section, old.text);
+    end;
+    """,
 )

@@ -23,10 +23,13 @@ from typing import TypeVar
 import restate
 
 from schemas.events import Event
+from schemas.knowledge import DocumentGone, IndexedDocument
 from schemas.memory import MemoryForgotten, MemoryRecord
 from schemas.projection import EventBatch, RebuildReport
 from schemas.tenant import ApiKey, PublishedSpec
 from services.contracts import (
+    PROJECT_DOCUMENT,
+    PROJECT_DOCUMENT_GONE,
     PROJECT_EVENTS,
     PROJECT_FORGOTTEN,
     PROJECT_KEY,
@@ -336,4 +339,17 @@ def projector_service(
 
         return await ctx.run_typed("rebuild", run, step_options(RebuildReport))
 
+    _knowledge_handlers(projector, projection)
     return projector
+
+
+def _knowledge_handlers(projector: restate.VirtualObject, projection: Projection) -> None:
+    """A tenant's documents (keyed by the tenant): recorded, or gone."""
+
+    @projector.handler(name=PROJECT_DOCUMENT.name)
+    async def document(ctx: restate.ObjectContext, indexed: IndexedDocument) -> None:
+        await projection.apply(lambda store: store.record_document(indexed))
+
+    @projector.handler(name=PROJECT_DOCUMENT_GONE.name)
+    async def document_gone(ctx: restate.ObjectContext, gone: DocumentGone) -> None:
+        await projection.apply(lambda store: store.forget_document(gone.tenant, gone.id))

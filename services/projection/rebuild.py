@@ -1,5 +1,5 @@
-"""Rebuilding the projections from the source of truth: every agent's timeline and every
-tenant's specs and keys, read through Restate."""
+"""Rebuilding the projections from the source of truth: every agent's timeline, every
+tenant's specs and keys, and its knowledge documents, read through Restate."""
 
 from __future__ import annotations
 
@@ -8,8 +8,20 @@ from typing import Any
 import httpx
 
 from schemas.events import Event, TimelineQuery
+from schemas.knowledge import DocumentRef
 from schemas.projection import RebuildReport
-from services.contracts import AGENT, KEYS, SPECS, STATUS, TENANT, TIMELINE, Empty
+from services.contracts import (
+    AGENT,
+    DOCUMENTS,
+    INDEXED_DOCUMENT,
+    KEYS,
+    KNOWLEDGE,
+    SPECS,
+    STATUS,
+    TENANT,
+    TIMELINE,
+    Empty,
+)
 from services.ingress import AsyncIngress
 from services.projection.catalog import Decided
 from services.projection.store import ProjectionStore
@@ -25,6 +37,7 @@ async def rebuild_from_restate(
         async with httpx.AsyncClient(timeout=60) as http:
             agents = await _keys_of(http, admin_url, AGENT)
             tenants = await _keys_of(http, admin_url, TENANT)
+            libraries = await _keys_of(http, admin_url, KNOWLEDGE)
         events = 0
         for agent in agents:
             events += await _copy_timeline(ingress, store, agent)
@@ -32,9 +45,10 @@ async def rebuild_from_restate(
         for tenant in tenants:
             specs += await _copy_specs(ingress, store, tenant)
             keys += await _copy_keys(ingress, store, tenant)
+        documents = sum([await _copy_documents(ingress, store, t) for t in libraries])
     finally:
         await ingress.close()
-    return RebuildReport(agents=len(agents), events=events, specs=specs, keys=keys)
+    return RebuildReport(len(agents), events, specs, keys, documents)
 
 
 async def _keys_of(http: httpx.AsyncClient, admin_url: str, service: str) -> list[str]:
@@ -79,3 +93,12 @@ async def _copy_keys(ingress: AsyncIngress, store: ProjectionStore, tenant: str)
     for key in keys:
         await store.record_key(key)
     return len(keys)
+
+
+async def _copy_documents(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+    """The tenant's documents, each with its passages once released."""
+    listed = (await ingress.call(DOCUMENTS, Empty(), tenant)).documents
+    for document in listed:
+        indexed = await ingress.call(INDEXED_DOCUMENT, DocumentRef(document.id), tenant)
+        await store.record_document(indexed)
+    return len(listed)

@@ -27,11 +27,12 @@ import aiosqlite
 import msgspec
 
 from schemas.events import BODY_TAGS, ApprovalRequested, Event
+from schemas.knowledge import Document, DocumentSearch, IndexedDocument, PassageHit
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
-from services.projection import memories
+from services.projection import knowledge, memories
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.erasure import Erasable, Statements, erasable, erase, securely
 from services.projection.migrations import MIGRATIONS
@@ -195,6 +196,15 @@ class ProjectionStore:
         rows = [(scope.tenant, scope.kind, scope.owner)]
         await securely(self._db, self._statements, [(memories.DELETE_SCOPE, rows)])
 
+    async def record_document(self, indexed: IndexedDocument) -> None:
+        """Record a document, and (released) its passages in place of any it had."""
+        await self._in_thread(_transaction, knowledge.recorded(indexed))
+
+    async def forget_document(self, tenant: str, id_: str) -> None:
+        """Delete the tenant's document `id_` and its passages, leaving none of their words
+        in the file."""
+        await securely(self._db, self._statements, knowledge.removed(tenant, id_))
+
     async def _statements(self, statements: Statements) -> None:
         await self._in_thread(_transaction, statements)
 
@@ -207,6 +217,17 @@ class ProjectionStore:
     async def memories(self, scope: MemoryScope, limit: int = 100) -> list[MemoryRecord]:
         """The scope's records, newest first."""
         return await memories.listed(self._db, scope, limit)
+
+    async def search_documents(self, search: DocumentSearch) -> list[PassageHit]:
+        """The tenant's released passages that match `search`'s words, most relevant first."""
+        return await knowledge.search(self._db, search)
+
+    async def documents(self, tenant: str, limit: int = 100) -> list[Document]:
+        """The tenant's documents, drafts too, newest first."""
+        return await knowledge.listed(self._db, tenant, limit)
+
+    async def document(self, tenant: str, id_: str) -> Document | None:
+        return await knowledge.one(self._db, tenant, id_)
 
     async def timeline(
         self, agent: str, after_seq: int = 0, limit: int = 100, *, max_bytes: int | None = None

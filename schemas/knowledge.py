@@ -1,0 +1,113 @@
+"""Knowledge documents: a tenant's texts, uploaded as drafts and searched once released.
+
+A document belongs to one tenant. It is uploaded as a `draft`, which nothing searches;
+`released`, its passages (the text cut at paragraphs, each with its position) are
+searchable by the tenant's keys and agents. Two uploads of the same text (the same
+sha256) are one document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+DocumentFormat = Literal["text", "markdown"]
+DocumentStatus = Literal["draft", "released"]
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Characters one document holds at most."""
+MAX_TITLE_CHARS = 200
+
+
+class Document(msgspec.Struct, frozen=True):
+    """A document's record, without its text."""
+
+    id: str
+    tenant: str
+    title: str
+    format: DocumentFormat
+    sha256: str
+    """Of the text as uploaded (UTF-8): what two uploads of the same text share."""
+    chars: int
+    status: DocumentStatus
+    uploaded_at: datetime
+    released_at: datetime | None = None
+    passages: int = 0
+    """How many passages the search holds of it (0 while a draft)."""
+
+
+class Passage(msgspec.Struct, frozen=True):
+    """One piece of a document's text, as the search holds and returns it."""
+
+    n: int
+    """Its position among the document's passages, from 1."""
+    start: int
+    """The character offset in the document's text where it begins."""
+    section: str
+    """The Markdown headings it sits under (`Setup > Ports`), empty for plain text."""
+    text: str
+
+
+class DocumentUpload(msgspec.Struct, frozen=True):
+    """What `Knowledge.upload` takes: a document's title, format and text."""
+
+    title: str
+    format: DocumentFormat
+    text: str
+
+
+class DocumentRef(msgspec.Struct, frozen=True):
+    id: str
+
+
+class DocumentAnswer(msgspec.Struct, frozen=True):
+    """A handler's answer: the document, or what was wrong (`problem`, a sentence);
+    `found` is False for an id the tenant has no document of; `duplicate` says an upload's
+    text was there already (the answer is that document)."""
+
+    document: Document | None = None
+    problem: str = ""
+    found: bool = True
+    duplicate: bool = False
+
+
+class DocumentList(msgspec.Struct, frozen=True):
+    documents: tuple[Document, ...] = ()
+
+
+class IndexedDocument(msgspec.Struct, frozen=True):
+    """A document as the projection keeps it: its record, and its passages once
+    released (none for a draft)."""
+
+    document: Document
+    passages: tuple[Passage, ...] = ()
+
+
+class DocumentGone(msgspec.Struct, frozen=True):
+    tenant: str
+    id: str
+
+
+class DocumentSearch(msgspec.Struct, frozen=True):
+    """Words to find in one tenant's released documents."""
+
+    tenant: str
+    query: str
+    limit: int = 5
+
+
+class PassageHit(msgspec.Struct, frozen=True):
+    """A passage a search found, with the document it cites and its rank (BM25: lower is
+    more relevant)."""
+
+    document: str
+    title: str
+    passage: Passage
+    rank: float
+
+
+class PassageList(msgspec.Struct, frozen=True):
+    """What a search found, most relevant first."""
+
+    passages: tuple[PassageHit, ...] = ()

@@ -1,0 +1,1 @@
+"""Knowledge documents: the `Knowledge` object (their one writer) and their passages."""
