@@ -31,7 +31,7 @@ from services.hooks.object import hooks
 from services.hooks.tenant import tenant_hooks
 from services.ingress import AsyncIngress, Ingress
 from services.knowledge.object import knowledge
-from services.lifecycle.archive import CatalogArchives, FolderArchive
+from services.lifecycle.archive import CatalogArchives, FolderArchive, TimelinesInArchive
 from services.lifecycle.erasure import lifecycle_object
 from services.lifespan import ASGIApp, Closer, with_shutdown
 from services.mcp.config import load_servers
@@ -112,7 +112,12 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
         tenant_hooks,
         tenant_schedules,
         tenant_usage,
-        projector_service(projection, config.ingress_url, config.admin_url),
+        projector_service(
+            projection,
+            config.ingress_url,
+            config.admin_url,
+            TimelinesInArchive(FolderArchive(config.home / "archive")),
+        ),
         lifecycle_object(
             projection,
             config.admin_url,

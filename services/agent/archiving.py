@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import msgspec
 import restate
 
-from schemas.events import TimelinePage, TimelineQuery
+from schemas.events import Event, TimelinePage, TimelineQuery
 from schemas.lifecycle import AgentArchive, Archived, StateEntry
 from services.agent.store import RAW, RECORD, Reader
 from services.contracts import ARCHIVE, UNARCHIVE, Empty
@@ -121,6 +121,12 @@ async def archived_page(
     reader = Reader(_Held(found))  # type: ignore[arg-type]
     events, last_seq = await reader.page(query.after_seq, query.limit)
     return TimelinePage(events=events, last_seq=last_seq)
+
+
+async def archived_events(copy: AgentArchive) -> list[Event]:
+    """Every event of the timeline `copy` holds, in seq order."""
+    reader = Reader(_Held(copy))  # type: ignore[arg-type]
+    return await reader.events_upto((await reader.mark((await reader.stored()).record)).last_seq)
 
 
 async def _copy(

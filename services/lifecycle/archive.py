@@ -4,6 +4,8 @@ storage could implement, and `FolderArchive`, the default, a folder under the ho
 
 `CatalogArchives` joins a store to the projection: keeping a copy marks the agent's catalog row
 archived, dropping it after the agent came back marks it as it was (idle).
+`TimelinesInArchive` is what a projection rebuild reads of the store: the agents it holds,
+and each one's timeline decoded from its copy.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
 from schemas.address import parse_address
+from schemas.events import Event
 from schemas.lifecycle import AgentArchive
+from services.agent.archiving import archived_events
 from services.projection.projector import Projection
 
 
@@ -32,6 +37,9 @@ class ArchiveStore(Protocol):
 
     def delete_tenant(self, tenant: str) -> int:
         """Drop every copy of the tenant's agents; how many there were."""
+
+    def addresses(self) -> list[str]:
+        """Every agent the store holds a copy of, sorted."""
 
 
 class FolderArchive:
@@ -75,6 +83,11 @@ class FolderArchive:
         shutil.rmtree(folder, ignore_errors=True)
         return count
 
+    def addresses(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(path.stem for path in self.root.glob("*/*.json"))
+
     def _path(self, address: str) -> Path:
         parsed = parse_address(address)  # its segments hold no `/` nor a leading `.`
         return self.root / parsed.tenant / f"{parsed}.json"
@@ -98,3 +111,17 @@ class CatalogArchives:
     async def restored(self, address: str) -> None:
         await self._projection.mark_archived(address, archived=False)
         self.store.delete(address)
+
+
+class TimelinesInArchive:
+    """A projection rebuild's reads of the store (`services.projection.rebuild`)."""
+
+    def __init__(self, store: ArchiveStore) -> None:
+        self.store = store
+
+    def addresses(self) -> list[str]:
+        return self.store.addresses()
+
+    async def events(self, address: str) -> Sequence[Event]:
+        copy = self.store.get(address)
+        return await archived_events(copy) if copy is not None else ()

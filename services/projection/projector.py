@@ -43,7 +43,7 @@ from services.ingress import AsyncIngress
 from services.observe import tracing
 from services.projection.catalog import Decided
 from services.projection.erasure import Erasable
-from services.projection.rebuild import rebuild_from_restate
+from services.projection.rebuild import ArchivedTimelines, rebuild_from_restate
 from services.projection.store import ProjectionStore
 
 T = TypeVar("T")
@@ -299,10 +299,14 @@ def through_ingress(ingress: AsyncIngress) -> Overflow:
 
 
 def projector_service(
-    projection: Projection, ingress_url: str, admin_url: str
+    projection: Projection,
+    ingress_url: str,
+    admin_url: str,
+    archived: ArchivedTimelines | None = None,
 ) -> restate.VirtualObject:
     """Keyed by agent (events) or tenant (specs, keys): Restate delivers one key's sends
-    in the order they were made, so one agent's batches are written in seq order."""
+    in the order they were made, so one agent's batches are written in seq order. A
+    rebuild reads archived agents' timelines from `archived`."""
     projector = restate.VirtualObject(
         PROJECTOR, description="Writes the SQLite projections.", state_preload=False
     )
@@ -334,7 +338,7 @@ def projector_service(
     async def rebuild(ctx: restate.ObjectContext) -> RebuildReport:
         async def run() -> RebuildReport:
             return await projection.replace(
-                lambda store: rebuild_from_restate(store, ingress_url, admin_url)
+                lambda store: rebuild_from_restate(store, ingress_url, admin_url, archived)
             )
 
         return await ctx.run_typed("rebuild", run, step_options(RebuildReport))

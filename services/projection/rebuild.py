@@ -1,9 +1,12 @@
 """Rebuilding the projections from the source of truth: every agent's timeline, every
-tenant's specs and keys, and its knowledge documents, read through Restate."""
+tenant's specs and keys, and its knowledge documents, read through Restate; and the
+timelines of archived agents, whose state is out of Restate, read from the archive store
+(their catalog rows marked archived again)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import httpx
 
@@ -29,8 +32,21 @@ from services.projection.store import ProjectionStore
 PAGE = 500
 
 
+class ArchivedTimelines(Protocol):
+    """The archive store's side of a rebuild (`services.lifecycle.archive`)."""
+
+    def addresses(self) -> list[str]:
+        """Every agent the store holds a copy of."""
+
+    async def events(self, address: str) -> Sequence[Event]:
+        """The agent's whole timeline as its copy holds it (none: no copy now)."""
+
+
 async def rebuild_from_restate(
-    store: ProjectionStore, ingress_url: str, admin_url: str
+    store: ProjectionStore,
+    ingress_url: str,
+    admin_url: str,
+    archived: ArchivedTimelines | None = None,
 ) -> RebuildReport:
     ingress = AsyncIngress(ingress_url, timeout=60)
     try:
@@ -41,6 +57,9 @@ async def rebuild_from_restate(
         events = 0
         for agent in agents:
             events += await _copy_timeline(ingress, store, agent)
+        if archived is not None:
+            out, copied = await _copy_archived(archived, store, set(agents))
+            agents, events = agents + out, events + copied
         specs = keys = 0
         for tenant in tenants:
             specs += await _copy_specs(ingress, store, tenant)
@@ -79,6 +98,25 @@ async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: s
         if status.state != "running" and status.last_seq == after:
             await store.record(last, statuses={agent: Decided(status.state, after)})
     return copied
+
+
+async def _copy_archived(
+    archived: ArchivedTimelines, store: ProjectionStore, held: set[str]
+) -> tuple[list[str], int]:
+    """The archived agents' timelines from their copies, and their catalog rows marked
+    archived (what archiving them had shown); a read through Restate would bring them
+    back. An agent `held` in Restate was read from there (a copy left while it comes back
+    holds nothing newer)."""
+    found, copied = [], 0
+    for agent in archived.addresses():
+        if agent in held or not (events := await archived.events(agent)):
+            continue
+        for start in range(0, len(events), PAGE):
+            await store.record_events(tuple(events[start : start + PAGE]))
+        await store.mark_archived(agent, archived=True)
+        found.append(agent)
+        copied += len(events)
+    return found, copied
 
 
 async def _copy_specs(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:

@@ -13,7 +13,7 @@ import pytest
 from schemas.events import Event, ModelMessage, TurnEnded
 from schemas.lifecycle import ArchiveIdle
 from schemas.wake import Message
-from services.contracts import AGENT, ARCHIVE, ARCHIVE_IDLE, UNARCHIVE, Empty
+from services.contracts import AGENT, ARCHIVE, ARCHIVE_IDLE, REBUILD, REBUILD_KEY, UNARCHIVE, Empty
 from services.executor.scripted import script
 from services.ingress import IngressError
 from services.lifecycle.restate_admin import RestateAdminApi
@@ -101,6 +101,32 @@ def test_a_read_of_an_archived_timeline_is_answered_and_brings_the_agent_back(
     eventually(lambda: _state_keys(stack, address) == keys or None, 30, "the state to come back")
     assert stack.events(address) == before
     assert stack.ingress.call(UNARCHIVE, Empty(), address).keys == 0
+
+
+def test_a_projection_rebuild_keeps_an_archived_agents_timeline_and_row(
+    stack: LiveStack, address: str
+) -> None:
+    """Its state is in the archive store, not Restate's: the rebuild reads it there, and
+    leaves the agent archived."""
+    stack.ingress.message(address, FIRST, SPEC)
+    stack.ingress.message(address, "and then?")
+    live = f"{address}-live"
+    stack.ingress.message(live, "hello", SPEC)
+    stack.ingress.call(ARCHIVE, Empty(), address)
+    before, row = stack.shown(address), _row(stack, address)
+    assert row is not None
+    assert row.status == "archived"
+    path = stack.home / "projection.db"
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+    stack.ingress.call(REBUILD, Empty(), REBUILD_KEY)
+
+    assert stack.shown(address) == before
+    assert stack.shown(live) == stack.events(live)
+    assert _row(stack, address) == row
+    assert _state_keys(stack, address) == []  # the rebuild did not bring it back
+    assert stack.ingress.message(address, "back?").reply == "You said: back?"
 
 
 def test_archiving_an_agent_with_nothing_in_restate_is_refused(
