@@ -85,6 +85,21 @@ class MemoryAnswer(msgspec.Struct, frozen=True):
     """For a forget: whether the scope held the record."""
 
 
+class MemoryPage(msgspec.Struct, frozen=True):
+    """Asked of a scope's object: its records whose ids follow `after`, `limit` at most."""
+
+    after: str = ""
+    limit: int = 500
+
+
+class MemoryRecords(msgspec.Struct, frozen=True):
+    """A page of a scope's records as its object holds them, in id order (what a rebuild
+    of the projection copies); `more` when records follow the last one."""
+
+    records: tuple[MemoryRecord, ...] = ()
+    more: bool = False
+
+
 class MemoryShown(msgspec.Struct, frozen=True):
     """The records found for a turn as it started (a journaled step's result)."""
 

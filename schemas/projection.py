@@ -36,3 +36,4 @@ class RebuildReport(msgspec.Struct, frozen=True):
     specs: int
     keys: int
     documents: int = 0
+    memories: int = 0

@@ -52,7 +52,9 @@ from schemas.memory import (
     MemoryAnswer,
     MemoryForgotten,
     MemoryNote,
+    MemoryPage,
     MemoryRecord,
+    MemoryRecords,
     MemoryRef,
     MemoryScope,
 )
@@ -205,6 +207,8 @@ REMEMBER = Handler(MEMORY, "remember", MemoryNote, MemoryAnswer)
 """Keyed by the scope (`MemoryScope.key`): its one writer."""
 FORGET_MEMORY = Handler(MEMORY, "forget", MemoryRef, MemoryAnswer)
 FORGET_MEMORIES = Handler(MEMORY, "forget_all", MemoryScope, MemoryAnswer)
+MEMORY_RECORDS = Handler(MEMORY, "records", MemoryPage, MemoryRecords)
+"""Shared: a page of the scope's records (what a rebuild copies)."""
 UPLOAD_DOCUMENT = Handler(KNOWLEDGE, "upload", DocumentUpload, DocumentAnswer)
 """Keyed by the tenant, like every `Knowledge` handler: the one writer of its documents."""
 RELEASE_DOCUMENT = Handler(KNOWLEDGE, "release", DocumentRef, DocumentAnswer)

@@ -114,5 +114,6 @@ def projections_rebuild(ingress: Ingress) -> None:
     report = ingress.call(REBUILD, Empty(), REBUILD_KEY)
     print(
         f"Rebuilt: {report.agents} agents, {report.events} events, "
-        f"{report.specs} spec versions, {report.keys} keys, {report.documents} documents."
+        f"{report.specs} spec versions, {report.keys} keys, {report.documents} documents, "
+        f"{report.memories} memories."
     )

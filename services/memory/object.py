@@ -1,7 +1,8 @@
 """The `Memory` virtual object: the one writer of one scope's records (keyed by
 `MemoryScope.key`), each record under a state key of its own, each write handed to the
 `Projector` (which indexes it) before the answer, so a record is searchable once
-remembered and gone from the search once forgotten."""
+remembered and gone from the search once forgotten; `records` (shared) pages through
+them for a rebuild of the index."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from schemas.memory import (
     MemoryAnswer,
     MemoryForgotten,
     MemoryNote,
+    MemoryPage,
     MemoryRecord,
+    MemoryRecords,
     MemoryRef,
     MemoryScope,
 )
@@ -22,6 +25,7 @@ from services.contracts import (
     FORGET_MEMORIES,
     FORGET_MEMORY,
     MEMORY,
+    MEMORY_RECORDS,
     PROJECT_FORGOTTEN,
     PROJECT_MEMORY,
     REMEMBER,
@@ -30,6 +34,7 @@ from services.durable import call
 
 RECORD = "m."
 """The prefix of a record's state key; the rest is its id."""
+MAX_PAGE = 500
 
 memory = restate.VirtualObject(MEMORY, description="One scope's memory records.")
 
@@ -77,3 +82,12 @@ async def forget_all(ctx: restate.ObjectContext, scope: MemoryScope) -> MemoryAn
     ctx.clear_all()
     await call(ctx, PROJECT_FORGOTTEN, MemoryForgotten(scope, everything=True), key=scope.tenant)
     return MemoryAnswer()
+
+
+@memory.handler(name=MEMORY_RECORDS.name, kind="shared")
+async def records(ctx: restate.ObjectSharedContext, page: MemoryPage) -> MemoryRecords:
+    after = RECORD + page.after
+    names = sorted(n for n in await ctx.state_keys() if n.startswith(RECORD) and n > after)
+    limit = max(min(page.limit, MAX_PAGE), 1)
+    found = [await ctx.get(name, type_hint=MemoryRecord) for name in names[:limit]]
+    return MemoryRecords(tuple(r for r in found if r is not None), more=len(names) > limit)

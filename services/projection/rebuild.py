@@ -1,5 +1,6 @@
 """Rebuilding the projections from the source of truth: every agent's timeline, every
-tenant's specs and keys, and its knowledge documents, read through Restate; and the
+tenant's specs and keys, its knowledge documents, and every scope's memory records, read
+through Restate; and the
 timelines of archived agents, whose state is out of Restate, read from the archive store
 (their catalog rows marked archived again)."""
 
@@ -12,6 +13,7 @@ import httpx
 
 from schemas.events import Event, TimelineQuery
 from schemas.knowledge import DocumentRef
+from schemas.memory import MemoryPage
 from schemas.projection import RebuildReport
 from services.contracts import (
     AGENT,
@@ -19,6 +21,8 @@ from services.contracts import (
     INDEXED_DOCUMENT,
     KEYS,
     KNOWLEDGE,
+    MEMORY,
+    MEMORY_RECORDS,
     SPECS,
     STATUS,
     TENANT,
@@ -54,6 +58,7 @@ async def rebuild_from_restate(
             agents = await _keys_of(http, admin_url, AGENT)
             tenants = await _keys_of(http, admin_url, TENANT)
             libraries = await _keys_of(http, admin_url, KNOWLEDGE)
+            scopes = await _keys_of(http, admin_url, MEMORY)
         events = 0
         for agent in agents:
             events += await _copy_timeline(ingress, store, agent)
@@ -65,9 +70,10 @@ async def rebuild_from_restate(
             specs += await _copy_specs(ingress, store, tenant)
             keys += await _copy_keys(ingress, store, tenant)
         documents = sum([await _copy_documents(ingress, store, t) for t in libraries])
+        memories = sum([await _copy_memories(ingress, store, scope) for scope in scopes])
     finally:
         await ingress.close()
-    return RebuildReport(len(agents), events, specs, keys, documents)
+    return RebuildReport(len(agents), events, specs, keys, documents, memories)
 
 
 async def _keys_of(http: httpx.AsyncClient, admin_url: str, service: str) -> list[str]:
@@ -140,3 +146,17 @@ async def _copy_documents(ingress: AsyncIngress, store: ProjectionStore, tenant:
         indexed = await ingress.call(INDEXED_DOCUMENT, DocumentRef(document.id), tenant)
         await store.record_document(indexed)
     return len(listed)
+
+
+async def _copy_memories(ingress: AsyncIngress, store: ProjectionStore, scope: str) -> int:
+    """The scope's records, page by page (a forgotten record's key is cleared: none of it
+    comes back)."""
+    after, copied = "", 0
+    while True:
+        page = await ingress.call(MEMORY_RECORDS, MemoryPage(after, PAGE), scope)
+        if page.records:
+            await store.record_memories(page.records)
+            copied += len(page.records)
+            after = page.records[-1].id
+        if not page.more or not page.records:
+            return copied

@@ -1,7 +1,8 @@
 """Memory through the API on a real stack (restate-server, the endpoint, the gateway):
 a scope's records are found by its own tenant's keys only, a key of another tenant is
 answered as if nothing were there, and forgetting a user's memories leaves their text in
-no search, no listing and no row of Restate's `state` table."""
+no search, no listing and no row of Restate's `state` table; a rebuild of the projection
+brings every record back, and none of those forgotten."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from schemas.memory import MemoryPage, MemoryScope
+from services.contracts import MEMORY_RECORDS, REBUILD, REBUILD_KEY, Empty
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.stack import Stack, isolated_settings
@@ -98,6 +101,46 @@ def test_one_record_is_forgotten_and_bad_scopes_are_sentences(live: Live) -> Non
     assert foreign.status_code == 404
     reader = live.key("acme", "read")
     assert live.http.post("/v1/memory", json={"text": "x"}, headers=reader).status_code == 403
+
+
+def test_a_rebuild_brings_back_every_record_and_none_forgotten(live: Live) -> None:
+    umbrella = live.key("umbrella", "write")
+    u1, u2 = {"scope": "user", "user": "u1"}, {"scope": "user", "user": "u2"}
+    kept = [
+        remember(live, umbrella, "the lab opens at seven", kind="semantic"),
+        remember(live, umbrella, "the lab keeps spare goggles"),
+        remember(live, umbrella, "u1 likes tables in answers", **u1),
+    ]
+    dropped = remember(live, umbrella, "the lab code is 4471")
+    assert live.http.delete(f"/v1/memory/{dropped['id']}", headers=umbrella).status_code == 204
+    remember(live, umbrella, "u2 lives in Raccoon City", **u2)
+    assert live.http.delete("/v1/memory", params=u2, headers=umbrella).status_code == 204
+    tenant_list = live.http.get("/v1/memory", headers=umbrella).json()
+    user_list = live.http.get("/v1/memory", params=u1, headers=umbrella).json()
+
+    report = live.ingress.call(REBUILD, Empty(), REBUILD_KEY)
+
+    assert report.memories >= len(kept)
+    assert live.http.get("/v1/memory", headers=umbrella).json() == tenant_list
+    assert live.http.get("/v1/memory", params=u1, headers=umbrella).json() == user_list
+    assert [h["record"]["id"] for h in found(live, umbrella, "opens seven")] == [kept[0]["id"]]
+    assert [h["record"]["id"] for h in found(live, umbrella, "goggles")] == [kept[1]["id"]]
+    assert [h["record"]["id"] for h in found(live, umbrella, "tables", **u1)] == [kept[2]["id"]]
+    assert found(live, umbrella, "code 4471") == []
+    assert found(live, umbrella, "Raccoon City", **u2) == []
+    assert live.http.get("/v1/memory", params=u2, headers=umbrella).json() == {"memories": []}
+
+
+def test_a_scopes_records_are_read_back_a_page_at_a_time(live: Live) -> None:
+    stark = live.key("stark", "write")
+    made = sorted(remember(live, stark, f"armour note {n}")["id"] for n in range(3))
+    key = MemoryScope("stark", "tenant").key
+
+    first = live.ingress.call(MEMORY_RECORDS, MemoryPage(limit=2), key)
+    rest = live.ingress.call(MEMORY_RECORDS, MemoryPage(first.records[-1].id, 2), key)
+
+    assert ([r.id for r in first.records], first.more) == (made[:2], True)
+    assert ([r.id for r in rest.records], rest.more) == (made[2:], False)
 
 
 SPEC = {
