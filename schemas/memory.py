@@ -47,6 +47,18 @@ class MemoryHit(msgspec.Struct, frozen=True):
     rank: float
 
 
+class MemoryList(msgspec.Struct, frozen=True):
+    """A scope's records, newest first (`GET /v1/memory` without `q`)."""
+
+    memories: tuple[MemoryRecord, ...] = ()
+
+
+class MemoryHitList(msgspec.Struct, frozen=True):
+    """The records a search found, most relevant first (`GET /v1/memory?q=`)."""
+
+    memories: tuple[MemoryHit, ...] = ()
+
+
 class MemorySearch(msgspec.Struct, frozen=True):
     """A search: the words, and the scopes it may look in (all of one tenant)."""
 

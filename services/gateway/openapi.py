@@ -11,6 +11,7 @@ import msgspec
 from schemas.events import TimelinePage
 from schemas.knowledge import Document, DocumentList, PassageList
 from schemas.live import LiveBatch, Retraction
+from schemas.memory import MemoryHitList, MemoryList, MemoryRecord
 from schemas.projection import ProjectedBatch
 from schemas.schedule import Schedule, ScheduleList
 from schemas.spec import AgentSpec
@@ -31,6 +32,9 @@ SHARED_TYPES = (
     Document,
     DocumentList,
     PassageList,
+    MemoryRecord,
+    MemoryList,
+    MemoryHitList,
 )
 
 
@@ -39,9 +43,12 @@ def component_schemas() -> dict[str, Any]:
     return components
 
 
-def json_of(name: str, description: str) -> dict[str, Any]:
-    """A response (or body) whose JSON is the msgspec type `name`."""
-    schema = {"$ref": REF.format(name=name)}
+def json_of(name: str | tuple[str, ...], description: str) -> dict[str, Any]:
+    """A response (or body) whose JSON is the msgspec type `name` (one of them, for a
+    tuple of names)."""
+    names = (name,) if isinstance(name, str) else name
+    refs = [{"$ref": REF.format(name=one)} for one in names]
+    schema = refs[0] if len(refs) == 1 else {"oneOf": refs}
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 

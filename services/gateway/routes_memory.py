@@ -13,7 +13,15 @@ import msgspec
 from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, Field
 
-from schemas.memory import MAX_MEMORY_CHARS, MemoryKind, MemoryNote, MemoryScope, MemorySearch
+from schemas.memory import (
+    MAX_MEMORY_CHARS,
+    MemoryHitList,
+    MemoryKind,
+    MemoryList,
+    MemoryNote,
+    MemoryScope,
+    MemorySearch,
+)
 from services.gateway.auth import Principal, own, require
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
@@ -57,10 +65,6 @@ def _json(value: object, status: int = 200) -> Response:
     return Response(msgspec.json.encode(value), status, media_type="application/json")
 
 
-class MemoryList(msgspec.Struct, frozen=True):
-    memories: tuple[object, ...]
-
-
 @router.post(
     "/v1/memory",
     status_code=201,
@@ -82,7 +86,13 @@ async def remember(
 @router.get(
     "/v1/memory",
     response_class=Response,
-    responses={200: json_of("MemoryList", "The records found."), **errors(400, 401, 404, 503)},
+    responses={
+        200: json_of(
+            ("MemoryHitList", "MemoryList"),
+            "With `q`, the records found with their rank; without, the scope's records.",
+        ),
+        **errors(400, 401, 404, 503),
+    },
 )
 async def search(
     caller: Annotated[Principal, Depends(require("read"))],
@@ -101,7 +111,7 @@ async def search(
         hits = await rt.projection.read(
             lambda store: store.search_memories(MemorySearch(q, (within,), limit))
         )
-        return _json(MemoryList(tuple(hits)))
+        return _json(MemoryHitList(tuple(hits)))
     records = await rt.projection.read(lambda store: store.memories(within, limit))
     return _json(MemoryList(tuple(records)))
 

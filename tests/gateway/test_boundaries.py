@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -61,6 +62,28 @@ def test_the_gateway_never_calls_a_projection_write() -> None:
 
 def test_the_projection_is_opened_read_only() -> None:
     assert "mode=ro" in (GATEWAY / "reader.py").read_text()
+
+
+def _refs(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def test_every_reference_in_the_openapi_description_resolves(tmp_path: Path) -> None:
+    """A client generator stops at a `$ref` to nothing: each names a published component."""
+    schema = create_app(Settings(home=tmp_path)).openapi()
+    components = schema["components"]["schemas"]
+    prefix = "#/components/schemas/"
+    refs = set(_refs(schema))
+    assert sorted(r for r in refs if r.removeprefix(prefix) not in components) == []
+    assert {"MemoryRecord", "MemoryList", "MemoryHitList"} <= {r.removeprefix(prefix) for r in refs}
 
 
 def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
