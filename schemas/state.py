@@ -38,6 +38,9 @@ class TimelineMark(msgspec.Struct, frozen=True):
     last_seq: int = 0
     chunks: int = 0
     """Chunks written: keys `timeline.0` to `timeline.{chunks - 1}`."""
+    retired: int = 0
+    """The first chunks, `timeline.0` to `timeline.{retired - 1}`, moved out of the state
+    to the archive store (timeline retention): read from there."""
 
 
 class Chunk(msgspec.Struct, frozen=True):

@@ -105,6 +105,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             queue_limit=config.agent_queue,
             harnesses=load_harnesses(config.harness_modules),
             archives=CatalogArchives(FolderArchive(config.home / "archive"), projection),
+            keep_chunks=config.timeline_keep_chunks,
         ),
         offer_specs(offer),
         schedules,

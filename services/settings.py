@@ -110,6 +110,14 @@ class Settings(BaseSettings):
         description="Days after its last event an idle agent is archived by `agents "
         "archive-idle` (out of Restate to the archive store); 0: only when asked with days.",
     )
+    timeline_keep_chunks: int = Field(
+        default=64,
+        ge=0,
+        le=1_000_000,
+        description="Timeline chunks (one or more a wake) an agent's Restate state keeps; "
+        "once it holds 16 more, the older ones move to the archive store, from where reads "
+        "still serve them; 0: all stay in Restate.",
+    )
     effect_retention_seconds: float = Field(
         default=7 * 24 * 3600,
         ge=0,

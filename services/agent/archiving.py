@@ -18,7 +18,7 @@ forward as usual).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -27,7 +27,8 @@ import restate
 
 from schemas.events import Event, TimelinePage, TimelineQuery
 from schemas.lifecycle import AgentArchive, Archived, StateEntry
-from services.agent.store import RAW, RECORD, Reader
+from schemas.state import Chunk
+from services.agent.store import RAW, RECORD, Reader, Retired
 from services.contracts import ARCHIVE, UNARCHIVE, Empty
 from services.durable import send, step_options, together
 
@@ -44,6 +45,34 @@ class Archives(Protocol):
 
     async def restored(self, address: str) -> None:
         """The agent is back in Restate: drop its copy, show it idle."""
+
+    async def retire(self, address: str, first: int, chunks: Sequence[bytes]) -> None:
+        """Keep timeline chunks `first`, `first + 1`, ... (their bytes as Restate held
+        them), each written whole; writing one again writes the same."""
+
+    async def retired(self, address: str, index: int) -> bytes | None:
+        """Retired chunk `index`, if kept."""
+
+
+def retired_reads(
+    ctx: restate.ObjectContext | restate.ObjectSharedContext,
+    archives: Archives | None,
+    address: str,
+) -> Retired:
+    """How a handler reads retired chunks: one journaled step each."""
+
+    async def read(index: int) -> Chunk | None:
+        if archives is None:
+            return None
+
+        async def find() -> Chunk:
+            raw = await archives.retired(address, index)
+            return msgspec.json.decode(raw, type=Chunk) if raw else Chunk(())
+
+        found = await ctx.run_typed("retired chunk", find, step_options(Chunk))
+        return found if found.events else None
+
+    return read
 
 
 def archive_handlers(
@@ -118,14 +147,22 @@ async def archived_page(
     if not found.entries:
         return None
     send(ctx, UNARCHIVE, Empty(), key=address)
-    reader = Reader(_Held(found))  # type: ignore[arg-type]
+    reader = Reader(_Held(found), retired_reads(ctx, archives, address))  # type: ignore[arg-type]
     events, last_seq = await reader.page(query.after_seq, query.limit)
     return TimelinePage(events=events, last_seq=last_seq)
 
 
-async def archived_events(copy: AgentArchive) -> list[Event]:
-    """Every event of the timeline `copy` holds, in seq order."""
-    reader = Reader(_Held(copy))  # type: ignore[arg-type]
+async def archived_events(
+    copy: AgentArchive, retired: Callable[[int], bytes | None]
+) -> list[Event]:
+    """Every event of the timeline `copy` holds, with its retired chunks (`retired`
+    reads one from the archive store), in seq order."""
+
+    async def read(index: int) -> Chunk | None:
+        raw = retired(index)
+        return msgspec.json.decode(raw, type=Chunk) if raw else None
+
+    reader = Reader(_Held(copy), read)  # type: ignore[arg-type]
     return await reader.events_upto((await reader.mark((await reader.stored()).record)).last_seq)
 
 

@@ -146,6 +146,11 @@ class LocalModel(Protocol):
     def step(self, ctx: restate.Context, request: ModelRequest) -> Awaitable[ModelReply]: ...
 
 
+Retention = tuple[int, Callable[[int, Sequence[bytes]], Awaitable[None]]]
+"""Timeline retention: the chunks the state keeps, and where the older ones are put (the
+archive store), as `Store.retire` takes them."""
+
+
 class Driver:
     _timeline: Timeline
     """The wake's events (made once the record is read)."""
@@ -171,8 +176,10 @@ class Driver:
         queue_limit: int = QUEUE_LIMIT,
         harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
         preloaded: Preloaded | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self._ctx = ctx
+        self._retention = retention
         self._harnesses = harnesses
         self._queue_limit = queue_limit
         self._address = address
@@ -631,8 +638,12 @@ class Driver:
         state = state_of(record.turn, paused=record.paused)
         self._settle()
         await self._timeline.flush(state, self._read_clock, last=True)
-        if record.timeline != self._timeline.mark:
-            record = msgspec.structs.replace(record, timeline=self._timeline.mark)
+        mark = self._timeline.mark
+        if self._retention is not None:  # the projection holds every event by now
+            keep, put = self._retention
+            mark = await self._store.retire(mark, keep, put)
+        if record.timeline != mark:
+            record = msgspec.structs.replace(record, timeline=mark)
         await self._store.finish(record)
         return record
 

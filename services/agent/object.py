@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import msgspec
@@ -26,9 +26,15 @@ from schemas.projection import EventBatch
 from schemas.spec import AgentSpec
 from schemas.state import Bell
 from schemas.wake import Arrival, Message, Pause, Stop, WakeEnvelope, policy
-from services.agent.archiving import Archives, archive_handlers, archived_page, restore
+from services.agent.archiving import (
+    Archives,
+    archive_handlers,
+    archived_page,
+    restore,
+    retired_reads,
+)
 from services.agent.arrivals import QUEUE_LIMIT
-from services.agent.driver import Driver, LocalModel
+from services.agent.driver import Driver, LocalModel, Retention
 from services.agent.endings import status
 from services.agent.fork import (
     ForkError,
@@ -80,6 +86,7 @@ def agent_object(
     queue_limit: int = QUEUE_LIMIT,
     harnesses: Mapping[str, Harness] = BUILTIN_HARNESSES,
     archives: Archives | None = None,
+    keep_chunks: int = 0,
 ) -> restate.VirtualObject:
     """`sink` is where wakes hand their events (the projection of this process). `model`,
     when given, runs model steps in this process as local journaled steps; without it
@@ -87,7 +94,9 @@ def agent_object(
     spec sent with a message may use; `quotas`, what the tenant's agents count together
     in its `TenantUsage` object; `queue_limit`, the most messages one agent holds queued
     (`TEASPILL_AGENT_QUEUE`); `harnesses`, those specs may name; `archives`, where
-    archived agents are kept (without it, none is archived or looked for)."""
+    archived agents are kept (without it, none is archived or looked for); `keep_chunks`,
+    the timeline chunks an agent's state keeps, older ones retired to `archives`
+    (`TEASPILL_TIMELINE_KEEP_CHUNKS`; 0, or no archives: all are kept)."""
     counted = quotas or TenantQuotas()
     agent = restate.VirtualObject(
         AGENT,
@@ -118,6 +127,7 @@ def agent_object(
             quotas=counted,
             queue_limit=queue_limit,
             harnesses=harnesses,
+            retention=_retention(archives, address, keep_chunks),
         )
         arrived = envelope.wake
         attributes = genai.wake(address, arrived)
@@ -126,10 +136,20 @@ def agent_object(
 
     _controls(agent)
     _views(agent, archives)
-    _forks(agent, sink, counted)
+    _forks(agent, sink, counted, archives)
     if archives is not None:
         archive_handlers(agent, archives, _address)
     return agent
+
+
+def _retention(archives: Archives | None, address: str, keep: int) -> Retention | None:
+    if archives is None or keep < 1:
+        return None
+
+    async def put(first: int, chunks: Sequence[bytes]) -> None:
+        await archives.retire(address, first, chunks)
+
+    return keep, put
 
 
 def _controls(agent: restate.VirtualObject) -> None:
@@ -223,7 +243,8 @@ def _views(agent: restate.VirtualObject, archives: Archives | None) -> None:
             raise restate.TerminalError(
                 "after_seq must be 0 or more and limit 1 or more", status_code=400
             )
-        events, last_seq = await Reader(ctx).page(query.after_seq, query.limit)
+        reader = Reader(ctx, retired_reads(ctx, archives, address))
+        events, last_seq = await reader.page(query.after_seq, query.limit)
         if not last_seq and archives is not None:
             page = await archived_page(ctx, archives, address, query)
             if page is not None:
@@ -231,7 +252,9 @@ def _views(agent: restate.VirtualObject, archives: Archives | None) -> None:
         return TimelinePage(events=events, last_seq=last_seq)
 
 
-def _forks(agent: restate.VirtualObject, sink: Sink, counted: TenantQuotas) -> None:
+def _forks(
+    agent: restate.VirtualObject, sink: Sink, counted: TenantQuotas, archives: Archives | None
+) -> None:
     """`fork`, on the new agent's key, and the source's shared `fork_source`
     (`services/agent/fork.py` says what a fork holds)."""
 
@@ -268,7 +291,7 @@ def _forks(agent: restate.VirtualObject, sink: Sink, counted: TenantQuotas) -> N
     @agent.handler(name=FORK_SOURCE.name, kind="shared")
     async def fork_source(ctx: restate.ObjectSharedContext, query: ForkQuery) -> ForkSource:
         address = _address(ctx.key())
-        reader = Reader(ctx)
+        reader = Reader(ctx, retired_reads(ctx, archives, address))
         stored = await reader.stored()
         mark = await reader.mark(stored.record)
         if not mark.last_seq:

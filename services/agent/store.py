@@ -12,7 +12,9 @@
   verbatim, the copy is where it is kept, so a turn's messages are written once per wake,
   not twice;
 - `timeline.{n}`: chunk n of the timeline (a wake's events; see `timeline.py` for its
-  bounds), written once and never again.
+  bounds), written once and never again; the oldest leave the state for the archive
+  store once more than `keep` are held (`Store.retire`, timeline retention), and are read
+  from there (`Retired`).
 
 A running wake writes chunks before it writes the record, so a reader finds the newest
 chunks by reading on from the record's mark until a chunk is missing.
@@ -35,7 +37,7 @@ and a pause is also a wake that holds the agent when it arrives.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +51,7 @@ from schemas.harness import Ack, Arrived, Recall
 from schemas.state import AgentRecord, Bell, Chunk, RunningWake, StoredAgent, TimelineMark
 from schemas.wake import Pause
 from services.agent.migrations import VERSION, NewerStateError, load
-from services.durable import rang, together
+from services.durable import rang, step_options, together
 from services.harness.recall import MATCHES, SEARCH_SEGMENTS, RecallQuery, matches
 
 RECORD = "agent"
@@ -58,6 +60,14 @@ MAX_PAGE = 500
 RAW = restate.serde.BytesSerde()
 
 Readable = restate.ObjectSharedContext | restate.ObjectContext
+RETIRE_BATCH = 16
+"""Chunks are retired this many at least at a time, so a wake seldom has any to move."""
+Retired = Callable[[int], Awaitable[Chunk | None]]
+"""Reads chunk n from the archive store, where retention moved it (None: not there)."""
+
+
+async def none_retired(index: int) -> Chunk | None:
+    return None
 
 
 def chunk_key(index: int) -> str:
@@ -71,8 +81,9 @@ def segment_key(index: int) -> str:
 class Reader:
     """Reads that shared handlers may make while a wake runs."""
 
-    def __init__(self, ctx: Readable) -> None:
+    def __init__(self, ctx: Readable, retired: Retired = none_retired) -> None:
         self._ctx = ctx
+        self._retired = retired
 
     async def stored(self) -> StoredAgent:
         return decoded(await self._ctx.get(RECORD, serde=RAW))  # type: ignore[arg-type]
@@ -87,14 +98,20 @@ class Reader:
         running = found if isinstance(found, RunningWake) else RunningWake(found)
         return running if running.invocation != stored.finished else None
 
-    async def chunk(self, index: int) -> Chunk | None:
-        return await self._ctx.get(chunk_key(index), type_hint=Chunk)
+    async def chunk(self, index: int, chunks: int = 0) -> Chunk | None:
+        """Chunk `index`; one below `chunks` (the mark's) that the state no longer holds
+        was retired, and is read from the archive store (a wake that retires chunks writes
+        the archive first, then clears them, then writes the record's mark)."""
+        found = await self._ctx.get(chunk_key(index), type_hint=Chunk)
+        if found is None and index < chunks:
+            return await self._retired(index)
+        return found
 
     async def mark(self, record: AgentRecord) -> TimelineMark:
         """The timeline's true end: the record's mark, plus chunks a running wake wrote."""
         mark = record.timeline
         while (chunk := await self.chunk(mark.chunks)) is not None:
-            mark = TimelineMark(chunk.events[-1].seq, mark.chunks + 1)
+            mark = TimelineMark(chunk.events[-1].seq, mark.chunks + 1, mark.retired)
         return mark
 
     async def page(self, after_seq: int, limit: int) -> tuple[tuple[Event, ...], int]:
@@ -104,7 +121,7 @@ class Reader:
         events: list[Event] = []
         index = await self._chunk_of(after_seq + 1, mark.chunks) if wanted else mark.chunks
         while len(events) < wanted and index < mark.chunks:
-            chunk = await self.chunk(index)
+            chunk = await self.chunk(index, mark.chunks)
             if chunk is None:
                 break
             events.extend(e for e in chunk.events if e.seq > after_seq)
@@ -140,7 +157,7 @@ class Reader:
         low, high = 0, chunks - 1
         while low < high:
             middle = (low + high + 1) // 2
-            chunk = await self.chunk(middle)
+            chunk = await self.chunk(middle, chunks)
             if chunk is not None and chunk.events[0].seq <= seq:
                 low = middle
             else:
@@ -220,6 +237,36 @@ class Store(Reader):
 
     def write_chunk(self, index: int, chunk: Chunk) -> None:
         self._writer.set(chunk_key(index), chunk)
+
+    async def retire(
+        self, mark: TimelineMark, keep: int, put: Callable[[int, Sequence[bytes]], Awaitable[None]]
+    ) -> TimelineMark:
+        """Timeline retention: when the state holds `keep` + `RETIRE_BATCH` chunks or more,
+        the oldest (all but the newest `keep`) are handed to `put` (the archive store, in
+        one journaled step, which writes them whole and may run twice), and only once
+        that step is durable cleared from the state. The mark returned names them retired;
+        the record written at the wake's end carries it. Readers that meet a cleared
+        chunk before the record says so read it from the archive as well."""
+        upto = mark.chunks - keep
+        if keep < 1 or upto - mark.retired < RETIRE_BATCH:
+            return mark
+        indices = range(mark.retired, upto)
+        reads = [self._writer.get(chunk_key(i), serde=RAW) for i in indices]  # type: ignore[arg-type]
+        await together(*reads)
+        raws = [await read for read in reads]
+        present = [raw for raw in raws if raw is not None]
+        # A wake that failed after it cleared some left them in the archive: every chunk
+        # it cleared had been written there first.
+        if len(present) == len(raws):
+
+            async def kept() -> bool:
+                await put(mark.retired, present)
+                return True
+
+            await self._writer.run_typed("retire timeline", kept, step_options(bool))
+        for index in indices:
+            self._writer.clear(chunk_key(index))
+        return TimelineMark(mark.last_seq, mark.chunks, upto)
 
     def set_running(self, invocation: str, bell: str, queue_bell: str, turn: int) -> None:
         """Name the wake that runs a turn now and its bell (once per wake, and once more

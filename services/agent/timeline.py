@@ -162,7 +162,7 @@ class Timeline:
         self._stamped = 0
         self._chars = 0
         self._write_chunk(self.mark.chunks, Chunk(events))
-        self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1)
+        self.mark = TimelineMark(events[-1].seq, self.mark.chunks + 1, self.mark.retired)
         return events
 
     def _event(self, p: _Pending) -> Event:

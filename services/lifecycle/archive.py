@@ -10,6 +10,7 @@ and each one's timeline decoded from its copy.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -41,27 +42,43 @@ class ArchiveStore(Protocol):
     def addresses(self) -> list[str]:
         """Every agent the store holds a copy of, sorted."""
 
+    def put_chunks(self, address: str, first: int, chunks: Sequence[bytes]) -> None:
+        """Keep an agent's retired timeline chunks `first`, `first + 1`, ..., each whole."""
+
+    def chunk(self, address: str, index: int) -> bytes | None: ...
+
+    def delete_chunks(self, address: str) -> int:
+        """Drop the agent's retired chunks (an erasure); how many there were."""
+
 
 class FolderArchive:
-    """One JSON file per agent, `ROOT/TENANT/ADDRESS.json`, written 0600 in 0700 folders
-    and replaced by a rename."""
+    """One JSON file per agent, `ROOT/TENANT/ADDRESS.json`, and one per retired timeline
+    chunk, `ROOT/TENANT/ADDRESS.timeline/N.json`, written 0600 in 0700 folders and put in
+    place by a rename."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def put(self, archive: AgentArchive) -> None:
-        path = self._path(archive.address)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, staged = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+        _write(self._path(archive.address), msgspec.json.encode(archive))
+
+    def put_chunks(self, address: str, first: int, chunks: Sequence[bytes]) -> None:
+        folder = self._chunks(address)
+        for index, raw in enumerate(chunks, start=first):
+            _write(folder / f"{index}.json", raw)
+        _sync(folder)
+
+    def chunk(self, address: str, index: int) -> bytes | None:
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(msgspec.json.encode(archive))
-                out.flush()
-                os.fsync(out.fileno())
-            Path(staged).replace(path)
-        except BaseException:
-            Path(staged).unlink(missing_ok=True)
-            raise
+            return (self._chunks(address) / f"{index}.json").read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def delete_chunks(self, address: str) -> int:
+        folder = self._chunks(address)
+        count = len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+        shutil.rmtree(folder, ignore_errors=True)
+        return count
 
     def get(self, address: str) -> AgentArchive | None:
         try:
@@ -92,6 +109,34 @@ class FolderArchive:
         parsed = parse_address(address)  # its segments hold no `/` nor a leading `.`
         return self.root / parsed.tenant / f"{parsed}.json"
 
+    def _chunks(self, address: str) -> Path:
+        parsed = parse_address(address)
+        return self.root / parsed.tenant / f"{parsed}.timeline"
+
+
+def _write(path: Path, raw: bytes) -> None:
+    """`raw` at `path` whole (written aside, synced, renamed), its folder made 0700."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, staged = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(raw)
+            out.flush()
+            os.fsync(out.fileno())
+        Path(staged).replace(path)
+    except BaseException:
+        Path(staged).unlink(missing_ok=True)
+        raise
+
+
+def _sync(folder: Path) -> None:
+    """The folder's entries (the renames) on disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 class CatalogArchives:
     """The agents' side of archiving (`services.agent.archiving.Archives`): the store and
@@ -112,6 +157,12 @@ class CatalogArchives:
         await self._projection.mark_archived(address, archived=False)
         self.store.delete(address)
 
+    async def retire(self, address: str, first: int, chunks: Sequence[bytes]) -> None:
+        await asyncio.to_thread(self.store.put_chunks, address, first, chunks)
+
+    async def retired(self, address: str, index: int) -> bytes | None:
+        return self.store.chunk(address, index)
+
 
 class TimelinesInArchive:
     """A projection rebuild's reads of the store (`services.projection.rebuild`)."""
@@ -124,4 +175,6 @@ class TimelinesInArchive:
 
     async def events(self, address: str) -> Sequence[Event]:
         copy = self.store.get(address)
-        return await archived_events(copy) if copy is not None else ()
+        if copy is None:
+            return ()
+        return await archived_events(copy, lambda index: self.store.chunk(address, index))

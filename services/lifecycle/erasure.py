@@ -180,6 +180,7 @@ class Eraser:
     def _copies(self, found: ErasureTargets, tenant: str | None) -> Erased:
         """Remove the archived copies of the agents (every copy of a tenant's)."""
         dropped = sum(self._archive.delete(agent) for agent in found.agents)
+        dropped += sum(self._archive.delete_chunks(agent) for agent in found.agents)
         if tenant is not None:
             dropped += self._archive.delete_tenant(tenant)
         return Erased(keys=dropped)
