@@ -1,9 +1,13 @@
-"""`python -m bench.disk [--turns N] [--agents A]`: how much a stack's home grows per turn.
+"""`python -m bench.disk [--turns N] [--agents A] [--keep-chunks K,...]`: how much a
+stack's home grows per turn, with timeline retention off and on.
 
-Starts a stack in a temporary home, runs N scripted turns spread over A agents (each turn
+For each K (TEASPILL_TIMELINE_KEEP_CHUNKS; 0 is retention off; 0 and 64 by default),
+starts a stack in a temporary home, runs N scripted turns spread over A agents (each turn
 a calculator call and a reply: two rounds, as a small real turn), stops the stack so that
-every store is flushed, and prints the bytes each part of the home holds, before and
-after, and their growth per 1,000 turns. The figures are docs/production.md's.
+every store is flushed, and prints the bytes each part of the home holds (Restate's data
+directory, the projection, the archive store where retired chunks go), before and after,
+and their growth per 1,000 turns. The figures are docs/production.md's and
+docs/benchmarks.md's.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ TURN = script(
 PARTS = {
     "restate": ("restate-data", "restate"),
     "projection": ("projection.db", "projection.db-wal", "projection.db-shm"),
+    "archive": ("archive",),
     "logs": ("logs",),
 }
 
@@ -48,9 +53,9 @@ def sizes(home: Path) -> dict[str, int]:
     return found
 
 
-def run(turns: int, agents: int) -> None:
+def run(turns: int, agents: int, keep: int) -> None:
     with tempfile.TemporaryDirectory(prefix="teaspill-disk-") as tmp:
-        settings = isolated_settings(Path(tmp) / "home")
+        settings = isolated_settings(Path(tmp) / "home", timeline_keep_chunks=keep)
         stack = Stack(settings).up(lambda line: None)
         ingress = Ingress(settings.ingress_url, timeout=120)
         try:
@@ -69,7 +74,8 @@ def run(turns: int, agents: int) -> None:
             ingress.close()
             stack.down()
         after = sizes(settings.home)
-    print(f"{turns} turns on {agents} agents in {seconds:.0f} s (2 rounds each)")
+    kept = f"the newest {keep} timeline chunks kept in Restate" if keep else "retention off"
+    print(f"{turns} turns on {agents} agents in {seconds:.0f} s (2 rounds each), {kept}")
     print(f"{'part':12} {'before':>12} {'after':>12} {'per 1,000 turns':>16}")
     for part in after:
         grown = (after[part] - before[part]) * 1000 / turns
@@ -80,8 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli = argparse.ArgumentParser(prog="python -m bench.disk", description=__doc__)
     cli.add_argument("--turns", type=int, default=1000)
     cli.add_argument("--agents", type=int, default=10)
+    cli.add_argument("--keep-chunks", default="0,64", help="K,...: a run for each")
     args = cli.parse_args(argv)
-    run(args.turns, args.agents)
+    for keep in (int(k) for k in args.keep_chunks.split(",")):
+        run(args.turns, args.agents, keep)
     return 0
 
 
