@@ -28,6 +28,9 @@ class TurnStarted(msgspec.Struct, frozen=True, tag="turn_started"):
     message_id: str = ""
     """The id the sender gave the message that started the turn (`Message.id`); empty
     when it gave none."""
+    user: str = ""
+    """The end user whose message started the turn (`Message.user`); empty for a message
+    sent with a tenant-wide key."""
 
 
 class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
@@ -38,6 +41,8 @@ class MessageQueued(msgspec.Struct, frozen=True, tag="message_queued"):
     message_id: str = ""
     """The sender's id for the message (`Message.id`), which its later `turn_started`
     carries too; empty when it gave none."""
+    user: str = ""
+    """The end user who sent it (`Message.user`); empty for a tenant-wide key's message."""
 
 
 class ScheduleFired(msgspec.Struct, frozen=True, tag="schedule_fired"):

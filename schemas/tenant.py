@@ -9,7 +9,11 @@ import msgspec
 
 from schemas.spec import AgentSpec
 
-Scope = Literal["read", "write", "admin"]
+Scope = Literal["read", "write", "admin", "publishable"]
+"""`read`, `write` and `admin` are tenant-wide; a `publishable` key is made for a page: it
+reaches only the conversations of the end user it is presented with, from its origins,
+for its kinds."""
+Algorithm = Literal["HS256", "RS256", "ES256"]
 
 
 class PublishedSpec(msgspec.Struct, frozen=True):
@@ -31,6 +35,12 @@ class ApiKey(msgspec.Struct, frozen=True):
     name: str = ""
     """What the key is for, in its maker's words ("ci", "alice"): approvals and the console
     show it."""
+    origins: tuple[str, ...] = ()
+    """A publishable key's origins (`https://app.example.com`): it is valid only in a
+    request whose `Origin` is one of them. Empty for the other scopes."""
+    kinds: tuple[str, ...] = ()
+    """The published kinds a publishable key's end users may talk to. Empty for the other
+    scopes."""
 
 
 class SpecQuery(msgspec.Struct, frozen=True):
@@ -65,8 +75,29 @@ class Offered(msgspec.Struct, frozen=True):
     """False when the deployment was started without an offer: names are not checked."""
 
 
+class EndUsers(msgspec.Struct, frozen=True):
+    """How a tenant's pages name their end users to its publishable keys: the key that
+    verifies the tokens the product's backend signs, and whether visitors without a token
+    get a conversation of their own."""
+
+    algorithm: Algorithm | None = None
+    """None while the tenant has registered no key: tokens are refused."""
+    key: str = ""
+    """The HS256 secret, or the PEM public key for RS256 and ES256."""
+    audience: str = ""
+    """When set, a token's `aud` must name it."""
+    issuer: str = ""
+    """When set, a token's `iss` must be it."""
+    anonymous: bool = False
+    """Whether a visitor without a token may have a conversation of its own (under an id
+    the gateway issues)."""
+    registered_at: datetime | None = None
+
+
 class Keys(msgspec.Struct, frozen=True):
     keys: tuple[ApiKey, ...] = ()
+    end_users: EndUsers = msgspec.field(default_factory=EndUsers)
+    """Kept with the keys: the gateway reads them together, from the one stored value."""
 
 
 class TokenLease(msgspec.Struct, frozen=True):

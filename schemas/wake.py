@@ -78,6 +78,9 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     tokens: int | None = None
     """Set on a composition's stage by its parent: the model tokens the stage's turn may
     use at most (its share of what the composition has left); None for no share."""
+    user: str = ""
+    """The end user who sent it, as their token named them (a publishable key's request);
+    empty for a message sent with a tenant-wide key. Carried on the events it makes."""
     max_depth: int | None = None
     """Set on a child's message by its parent: the depth the child's descendants may reach
     at most (the parent's own bound), whatever the child's spec says."""

@@ -64,6 +64,7 @@ from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, 
 from schemas.spec import AgentSpec
 from schemas.tenant import (
     ApiKey,
+    EndUsers,
     KeyRef,
     Keys,
     Offered,
@@ -180,6 +181,7 @@ SPECS = Handler(TENANT, "specs", Empty, SpecVersions)
 ADD_KEY = Handler(TENANT, "add_key", ApiKey, ApiKey)
 REVOKE_KEY = Handler(TENANT, "revoke_key", KeyRef, ApiKey)
 KEYS = Handler(TENANT, "keys", Empty, Keys)
+SET_END_USERS = Handler(TENANT, "set_end_users", EndUsers, EndUsers)
 OFFERED = Handler(TENANT, "offered", Empty, Offered)
 TENANT_KEYS = Stored(TENANT, "keys", Keys)
 """The tenant's keys, revoked ones included: the record a key is confirmed with."""

@@ -37,7 +37,10 @@ SAMPLES = {
     "document_id": "doc0123456789abcdef0123",
     "query": "tide",
 }
-OPTIONS = {"teaspill schedules add": ["--every", "1h"]}
+OPTIONS = {
+    "teaspill schedules add": ["--every", "1h"],
+    "teaspill users set": ["--algorithm", "HS256", "--key-file", SAMPLES["file"]],
+}
 """Options a command cannot run without."""
 
 NEEDS_NO_STACK = {

@@ -38,7 +38,7 @@ def queue(record: AgentRecord, message: Message, limit: int = QUEUE_LIMIT) -> Re
         refused = MessageRejected(message.text, message.id, sentence)
         return Reaction(record, (Emit(*where(record), (refused,)), RefuseWake(429, sentence)))
     queued = msgspec.structs.replace(record, queue=(*record.queue, message))
-    event = MessageQueued(message.text, message.id)
+    event = MessageQueued(message.text, message.id, message.user)
     return Reaction(queued, (Emit(*where(record), (event,)),))
 
 

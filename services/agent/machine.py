@@ -249,7 +249,9 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec, *, direct: bo
         turn = msgspec.structs.replace(
             turn, budget=message.budget, tokens=message.tokens, max_depth=message.max_depth
         )
-    started = TurnStarted(message.text, spec.kind, spec.version, parent, message.id)
+    started = TurnStarted(
+        message.text, spec.kind, spec.version, parent, message.id, user=message.user
+    )
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
     return Reaction(begun, (Drive(turn, Start(message, started, direct)),))
 
@@ -282,7 +284,9 @@ def _no_spec(address: str, record: AgentRecord, message: Message, *, direct: boo
     user = (ChatMessage(role="user", content=message.text),)
     turn = TurnState(number, spec, user, parent=message.parent, depth=message.depth)
     started = Emit(
-        number, 0, (TurnStarted(message.text, spec.kind, spec.version, None, message.id),)
+        number,
+        0,
+        (TurnStarted(message.text, spec.kind, spec.version, None, message.id, message.user),),
     )
     begun = msgspec.structs.replace(record, turns=number, turn=turn)
     ended = _end(address, begun, turn, "failed", reason, failed_by="step")

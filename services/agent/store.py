@@ -397,7 +397,7 @@ class Doorbell:
         queued = await self._heard(1)
         events: tuple[EventBody, ...] = ()
         if queued is not None and queued.message is not None:
-            events = (MessageQueued(queued.message.text, queued.message.id),)
+            events = (MessageQueued(queued.message.text, queued.message.id, queued.message.user),)
         bell = await self._heard(0)
         if bell is not None and bell.pause is not None:
             self.held = bell.pause

@@ -16,20 +16,35 @@ from services.cli.table import table
 from services.client import Client, KeyInfo
 from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty
 from services.ingress import Ingress
-from services.keys import new_key, valid_name
+from services.keys import PUBLISHABLE, new_key, publishable_problem, valid_name
 
 
-def keys_create(ingress: Ingress, tenant: str, scope: Scope, name: str) -> None:
+def keys_create(
+    ingress: Ingress,
+    tenant: str,
+    scope: Scope,
+    name: str,
+    *,
+    origins: tuple[str, ...] = (),
+    kinds: tuple[str, ...] = (),
+) -> None:
     if not valid_name(name):
         raise UsageError(
             f"The key name {name!r} cannot be used: a name has up to 60 letters, digits, "
             "spaces and . _ @ - only."
         )
-    plaintext, key = new_key(tenant, scope, datetime.now(UTC), name)
+    if (problem := publishable_problem(scope, origins, kinds)) is not None:
+        raise UsageError(f"The key cannot be made: {problem} (--origin, --kind).")
+    plaintext, key = new_key(tenant, scope, datetime.now(UTC), name, origins=origins, kinds=kinds)
     ingress.call(ADD_KEY, key, tenant)
     named = f" ({name})" if name else ""
     print(f"Created {scope} key {key.id}{named} for tenant {tenant}. It is shown this once:")
     print(plaintext)
+    if scope == PUBLISHABLE:
+        print(
+            f"It is valid from {', '.join(origins)} for {', '.join(kinds)}, with an end-user "
+            "token (`teaspill users set`)."
+        )
 
 
 KEY_HEADERS = ("ID", "NAME", "SCOPE", "CREATED", "STATE")

@@ -7,8 +7,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from schemas.tenant import Scope
 from services.cli import (
     admin,
+    endusers,
     evals,
     health,
     hooks,
@@ -149,6 +151,12 @@ def _hold_command(
     )
 
 
+def _keys_create(args: argparse.Namespace, _settings: Settings, doors: Doors) -> None:
+    scope: Scope = "publishable" if args.publishable else args.scope
+    origins, kinds = tuple(args.origin), tuple(args.kind)
+    admin.keys_create(doors.ingress, args.tenant, scope, args.name, origins=origins, kinds=kinds)
+
+
 def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     keys = verbs.add_parser("keys", help="API keys").add_subparsers(required=True, metavar="VERB")
     create = keys.add_parser("create", help="make a key; it is shown once")
@@ -159,7 +167,26 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument(
         "--name", default="", help="what the key is for, e.g. alice or ci; approvals show it"
     )
-    create.set_defaults(run=lambda a, s, d: admin.keys_create(d.ingress, a.tenant, a.scope, a.name))
+    create.add_argument(
+        "--publishable",
+        action="store_true",
+        help="a key for a page, safe in its HTML: valid from --origin, for --kind, with an "
+        "end-user token (instead of --scope)",
+    )
+    create.add_argument(
+        "--origin",
+        action="append",
+        default=[],
+        help="a page origin the publishable key is valid from, e.g. https://app.example.com "
+        "(repeat for more)",
+    )
+    create.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        help="a published kind the publishable key's end users may talk to (repeat for more)",
+    )
+    create.set_defaults(run=_keys_create)
     listing = keys.add_parser("list", help="a tenant's keys")
     listing.add_argument("tenant")
     listing.set_defaults(run=lambda a, s, d: admin.keys_list(d.tenant(a.tenant), a.tenant))
@@ -221,6 +248,7 @@ def parser() -> argparse.ArgumentParser:
     evals.commands(verbs)
     lifecycle.commands(verbs)
     _admin_commands(verbs)
+    endusers.commands(verbs)
     return cli
 
 

@@ -33,6 +33,8 @@ from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
+from services.gateway.routes_endusers import VISITOR_SECRET
+from services.gateway.routes_endusers import router as end_users
 from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
 from services.gateway.routes_knowledge import router as knowledge
@@ -135,6 +137,7 @@ def create_app(
         specs,
         deployment,
         keys,
+        end_users,
         lifecycle,
         memory,
         knowledge,
@@ -155,7 +158,10 @@ def create_app(
         BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds
     )
     app.add_middleware(
-        AuthMiddleware, keys=rt.keys, rates=RateLimiter(config.key_rate, config.key_burst)
+        AuthMiddleware,
+        keys=rt.keys,
+        rates=RateLimiter(config.key_rate, config.key_burst),
+        visitors=lambda: rt.hook_key.secret_for(VISITOR_SECRET),
     )
     return app
 

@@ -27,8 +27,9 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from schemas.tenant import ApiKey, Keys
+from schemas.tenant import ApiKey, EndUsers, Keys
 from services.contracts import TENANT_KEYS
 from services.gateway.errors import ApiError
 from services.gateway.reader import ProjectionReader
@@ -38,6 +39,15 @@ from services.keys import same_hash
 NEGATIVE_SECONDS = 1.0
 LIMIT = 10_000
 """Hashes remembered; the least recently used is forgotten first."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A key as its tenant's record holds it, with how that tenant's end users are named
+    (the same stored value holds both)."""
+
+    key: ApiKey
+    end_users: EndUsers
 
 
 class KeyUncheckableError(ApiError):
@@ -59,10 +69,21 @@ class KeyCache:
         self.ttl = ttl
         self._records = records
         self._clock = clock
-        self._known: OrderedDict[str, tuple[ApiKey | None, float]] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[ApiKey | None]] = {}
+        self._known: OrderedDict[str, tuple[Held | None, float]] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[Held | None]] = {}
+        self._origins: tuple[frozenset[str], float] = (frozenset(), -1.0)
 
-    async def find(self, hash_: str) -> ApiKey | None:
+    async def origins(self) -> frozenset[str]:
+        """Every origin a publishable key lists (a preflight carries no key), read from the
+        projection at most once a `ttl` (a second when there is no cache)."""
+        known, until = self._origins
+        if until > self._clock():
+            return known
+        found = await self.projection.read(lambda store: store.publishable_origins())
+        self._origins = (found, self._clock() + max(self.ttl, NEGATIVE_SECONDS))
+        return found
+
+    async def find(self, hash_: str) -> Held | None:
         """The key with this hash as its tenant holds it (revoked or not); None when
         there is none."""
         known = self._known.get(hash_)
@@ -76,24 +97,25 @@ class KeyCache:
             pending.add_done_callback(lambda _: self._pending.pop(hash_, None))
         return await asyncio.shield(pending)
 
-    async def _look_up(self, hash_: str) -> ApiKey | None:
+    async def _look_up(self, hash_: str) -> Held | None:
         key = await self.projection.read(lambda store: store.key_by_hash(hash_))
+        held = None if key is None else Held(key, EndUsers())
         if key is not None and key.revoked_at is None:
             try:
-                key = await self._confirmed(key)
+                held = await self._confirmed(key)
             except KeyUncheckableError:
                 if (stale := self._known.get(hash_)) is not None:
                     return stale[0]
                 raise
-        ttl = self.ttl if key is not None else min(self.ttl, NEGATIVE_SECONDS)
+        ttl = self.ttl if held is not None else min(self.ttl, NEGATIVE_SECONDS)
         if ttl > 0:
-            self._known[hash_] = (key, self._clock() + ttl)
+            self._known[hash_] = (held, self._clock() + ttl)
             self._known.move_to_end(hash_)
             if len(self._known) > LIMIT:
                 self._known.popitem(last=False)
-        return key
+        return held
 
-    async def _confirmed(self, key: ApiKey) -> ApiKey | None:
+    async def _confirmed(self, key: ApiKey) -> Held | None:
         """The tenant's own record of `key`: revoked there, or unknown there, wins."""
         try:
             held = await self._records.read(TENANT_KEYS, key.tenant) or Keys()
@@ -101,11 +123,12 @@ class KeyCache:
             raise KeyUncheckableError from error
         for record in held.keys:
             if record.id == key.id and same_hash(record.hash, key.hash):
-                return record
+                return Held(record, held.end_users)
         return None
 
     def forget(self) -> None:
         self._known.clear()
+        self._origins = (frozenset(), -1.0)
 
     async def close(self) -> None:
         await self.projection.close()

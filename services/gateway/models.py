@@ -121,16 +121,34 @@ class ProjectedAccepted(Strict):
     followed: int = Field(description="How many of them this gateway's followers follow.")
 
 
+ScopeName = Literal["read", "write", "admin", "publishable"]
+
+
+class ConversationOut(Strict):
+    kind: str
+    address: str = Field(description="Derived from the tenant, the kind and the end user.")
+
+
 class MeOut(Strict):
     tenant: str
-    scope: Literal["read", "write", "admin"]
+    scope: ScopeName
     key_id: str
     key_name: str = Field(default="", description="The key's name; empty if it has none.")
+    user: str = Field(
+        default="", description="A publishable key's end user, as the request's token names them."
+    )
+    conversations: list[ConversationOut] = Field(
+        default=[],
+        description="A publishable key's conversations for that end user, one per kind it "
+        "lists (an address has an agent once its first message is sent).",
+    )
 
 
 class KeyIn(Strict):
-    scope: Literal["read", "write", "admin"] = Field(
-        default="read", description="read, write or admin (each allows what the one before does)."
+    scope: ScopeName = Field(
+        default="read",
+        description="read, write or admin (each allows what the one before does), or "
+        "publishable: a key for a page, with `origins` and `kinds`.",
     )
     name: str = Field(
         default="",
@@ -138,15 +156,28 @@ class KeyIn(Strict):
         description="What the key is for (up to 60 letters, digits, spaces and . _ @ -); "
         "approvals made with it show it.",
     )
+    origins: list[str] = Field(
+        default=[],
+        max_length=20,
+        description="A publishable key's origins, as browsers send them "
+        "(`https://app.example.com`): it is valid only from these.",
+    )
+    kinds: list[Kind] = Field(
+        default=[],
+        max_length=20,
+        description="The published kinds a publishable key's end users may talk to.",
+    )
 
 
 class KeyOut(Strict):
     id: str
     tenant: str
-    scope: Literal["read", "write", "admin"]
+    scope: ScopeName
     created_at: str
     revoked_at: str | None = None
     name: str = ""
+    origins: list[str] = []
+    kinds: list[str] = []
 
 
 class KeysOut(Strict):
@@ -156,6 +187,50 @@ class KeysOut(Strict):
 class KeyCreated(Strict):
     key: str = Field(description="The key itself, `tsk_<id>_<secret>`: shown this once.")
     info: KeyOut
+
+
+class EndUsersIn(Strict):
+    algorithm: Literal["HS256", "RS256", "ES256"] | None = Field(
+        default=None,
+        description="How end-user tokens are signed; null registers no key (tokens refused).",
+    )
+    key: str = Field(
+        default="",
+        max_length=8192,
+        description="The HS256 secret (32 bytes at least), or the PEM public key for RS256 "
+        "and ES256.",
+    )
+    audience: str = Field(default="", max_length=200, description="If set, `aud` must name it.")
+    issuer: str = Field(default="", max_length=200, description="If set, `iss` must be it.")
+    anonymous: bool = Field(
+        default=False,
+        description="Whether visitors without a token may have conversations of their own "
+        "(through visitor tokens from POST /v1/visitors).",
+    )
+
+
+class EndUsersOut(Strict):
+    algorithm: Literal["HS256", "RS256", "ES256"] | None
+    key_sha256: str = Field(
+        description="The first 16 hex digits of the key's SHA-256: never the key."
+    )
+    audience: str
+    issuer: str
+    anonymous: bool
+    registered_at: str | None
+
+
+class VisitorOut(Strict):
+    user: str = Field(description="The visitor's id, `visitor:<hex>`.")
+    token: str = Field(description="Send it in `Teaspill-User` with the publishable key.")
+    expires_at: str
+
+
+class ConversationsOut(Strict):
+    user: str
+    conversations: list[AgentOut] = Field(
+        description="The end user's conversations that exist, one per kind at most."
+    )
 
 
 class KindOut(Strict):

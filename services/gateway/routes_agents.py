@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query
 
 from services.gateway import service
 from services.gateway.auth import Owned, Principal, owned, require
-from services.gateway.errors import unknown_agent
+from services.gateway.errors import ApiError, unknown_agent
 from services.gateway.models import (
     PRINTABLE_ASCII,
     AgentOut,
@@ -47,8 +47,25 @@ async def send_message(
     ] = None,
 ) -> MessageAccepted:
     """Send a message, one-way: answers at once with where to follow what it does. An
-    agent that does not exist yet is created from the newest spec of `kind`."""
-    return await service.send(rt, agent, message, idempotency_key)
+    agent that does not exist yet is created from the newest spec of `kind`. With a
+    publishable key, the address is one of the end user's conversations and `kind` (if
+    given) its own."""
+    return await service.send(rt, agent, conversation_message(agent, message), idempotency_key)
+
+
+def conversation_message(agent: Owned, message: MessageIn) -> MessageIn:
+    """The message, with the kind of the end user's conversation (publishable key): a page
+    cannot run its conversation as another kind."""
+    kind = agent.caller.kind_of(agent.address)
+    if kind is None:
+        return message
+    if message.kind not in (None, kind):
+        raise ApiError(
+            403,
+            f"the conversation at {agent.address} is with {kind}: a publishable key's message "
+            "may name no other kind",
+        )
+    return message.model_copy(update={"kind": kind})
 
 
 @router.get("/v1/agents/{address}", responses=errors(400, 401, 404, 422, 503))

@@ -70,7 +70,7 @@ async def events(
     """Follow the timeline: replay after `Last-Event-ID` (or `after`), then stream."""
     start = after if last_event_id is None else parse_seq(last_event_id)
     await service.known(rt, agent.address)
-    release = rt.streams.hold(agent.caller.key_id)
+    release = rt.streams.hold(agent.caller.bucket)
     return HeldStream(frames(service.follow(rt, agent, start)), release)
 
 

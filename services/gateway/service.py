@@ -54,7 +54,13 @@ async def send(
     if row is not None and (rule == "queue" or row.status == "paused"):
         await _room(rt, row)
     mid = message_id(agent.address, idempotency_key)
-    sent = Message(message.text, kind=message.kind, id=mid, while_busy=message.while_busy)
+    sent = Message(
+        message.text,
+        kind=message.kind,
+        id=mid,
+        while_busy=message.while_busy,
+        user=agent.caller.user,
+    )
     invocation = await rt.ingress.send_message(
         agent.address, sent, idempotency_key, arrived=row is not None and row.status == "running"
     )

@@ -19,7 +19,7 @@ from schemas.lifecycle import Archived, ErasureRecord, ErasureRequest, ForkReque
 from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
-from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
+from schemas.tenant import ApiKey, EndUsers, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
 from schemas.wake import Approval, Arrival, Message, Pause, Resume, Stop, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
@@ -47,6 +47,7 @@ from services.contracts import (
     REMEMBER,
     REMOVE_SCHEDULE,
     REVOKE_KEY,
+    SET_END_USERS,
     STOP,
     UNARCHIVE,
     UPLOAD_DOCUMENT,
@@ -144,6 +145,9 @@ class Upstream:
 
     async def keys(self, tenant: str) -> Keys:
         return await _answer(self._client.call(KEYS, Empty(), tenant, patience=QUICK))
+
+    async def set_end_users(self, tenant: str, wanted: EndUsers) -> EndUsers:
+        return await _answer(self._client.call(SET_END_USERS, wanted, tenant))
 
     async def offered(self, tenant: str) -> Offered:
         return await _answer(self._client.call(OFFERED, Empty(), tenant, patience=QUICK))

@@ -131,4 +131,23 @@ MIGRATIONS: tuple[str, ...] = (
             values ('delete', old.rowid, old.section, old.text);
     end;
     """,
+    # Publishable keys, with their origins and kinds (JSON arrays): the scope's check
+    # cannot be altered in place, so the table is made anew and its rows copied.
+    """
+    create table keys_rebuilt (
+        id text primary key,
+        tenant text not null,
+        scope text not null check (scope in ('read', 'write', 'admin', 'publishable')),
+        hash text not null unique,
+        created_at text not null,
+        revoked_at text,
+        name text not null default '',
+        origins text not null default '[]',
+        kinds text not null default '[]'
+    );
+    insert into keys_rebuilt (id, tenant, scope, hash, created_at, revoked_at, name)
+        select id, tenant, scope, hash, created_at, revoked_at, name from keys;
+    drop table keys;
+    alter table keys_rebuilt rename to keys;
+    """,
 )

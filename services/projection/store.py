@@ -69,14 +69,15 @@ _INSERT_EVENTS = (
     " on conflict (agent, seq) do nothing"
 )
 _ENCODER = msgspec.json.Encoder()
+_KEY_COLUMNS = "id, tenant, scope, hash, created_at, revoked_at, name, origins, kinds"
 
 _INSERT_SPECS = (
     "insert into specs (tenant, kind, version, spec, published_at) values (?, ?, ?, ?, ?)"
     " on conflict do nothing"
 )
 _UPSERT_KEYS = (
-    "insert into keys (id, tenant, scope, hash, created_at, revoked_at, name)"
-    " values (?, ?, ?, ?, ?, ?, ?) on conflict (id) do update set"
+    "insert into keys (id, tenant, scope, hash, created_at, revoked_at, name, origins, kinds)"
+    " values (?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (id) do update set"
     " revoked_at = coalesce(keys.revoked_at, excluded.revoked_at)"
 )
 
@@ -414,14 +415,23 @@ class ProjectionStore:
 
     async def key_by_hash(self, hash_: str) -> ApiKey | None:
         row = await self._one_or_none(
-            "select id, tenant, scope, hash, created_at, revoked_at, name from keys where hash = ?",
+            f"select {_KEY_COLUMNS} from keys where hash = ?",  # noqa: S608 - constant columns
             hash_,
         )
         return _key(tuple(row)) if row else None
 
+    async def publishable_origins(self) -> frozenset[str]:
+        """Every origin a publishable key that is not revoked lists, of any tenant: what a
+        CORS preflight, which carries no key, is answered for."""
+        cursor = await self._db.execute(
+            "select distinct o.value from keys k, json_each(k.origins) o"
+            " where k.scope = 'publishable' and k.revoked_at is null"
+        )
+        return frozenset(str(row[0]) for row in await cursor.fetchall())
+
     async def keys(self, tenant: str | None = None) -> list[ApiKey]:
         cursor = await self._db.execute(
-            "select id, tenant, scope, hash, created_at, revoked_at, name from keys"
+            f"select {_KEY_COLUMNS} from keys"  # noqa: S608 - constant columns
             " where ? is null or tenant = ? order by created_at, id",
             (tenant, tenant),
         )
@@ -508,7 +518,8 @@ def _spec_rows(specs: Sequence[PublishedSpec]) -> list[tuple[Any, ...]]:
 def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
     return [
         (k.id, k.tenant, k.scope, k.hash, k.created_at.isoformat(),
-         k.revoked_at.isoformat() if k.revoked_at else None, k.name)
+         k.revoked_at.isoformat() if k.revoked_at else None, k.name,
+         _ENCODER.encode(k.origins).decode(), _ENCODER.encode(k.kinds).decode())
         for k in keys
     ]  # fmt: skip
 
@@ -525,6 +536,13 @@ def _time(text: str) -> datetime:
 
 
 def _key(row: tuple[Any, ...]) -> ApiKey:
-    id_, tenant, scope, hash_, created, revoked, name = row
+    id_, tenant, scope, hash_, created, revoked, name, origins, kinds = row
     revoked_at = _time(revoked) if revoked else None
-    return ApiKey(id_, tenant, scope, hash_, _time(created), revoked_at, name=name)
+    return ApiKey(
+        id_, tenant, scope, hash_, _time(created), revoked_at, name=name,
+        origins=_strings(origins), kinds=_strings(kinds),
+    )  # fmt: skip
+
+
+def _strings(text: str) -> tuple[str, ...]:
+    return msgspec.json.decode(text, type=tuple[str, ...])

@@ -15,6 +15,7 @@ import restate
 from schemas.spec import AgentSpec
 from schemas.tenant import (
     ApiKey,
+    EndUsers,
     KeyRef,
     Keys,
     Offered,
@@ -31,12 +32,15 @@ from services.contracts import (
     PROJECT_SPEC,
     PUBLISH,
     REVOKE_KEY,
+    SET_END_USERS,
     SPECS,
     TENANT,
     TENANT_KEYS,
 )
 from services.contracts import KEYS as KEYS_HANDLER
 from services.durable import send
+from services.endusers import problem as end_users_problem
+from services.keys import publishable_problem
 from services.settings import settings
 from services.specs import Offer, SpecError, parse_spec
 
@@ -146,6 +150,8 @@ async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
 def with_key(keys: Keys, tenant: str, key: ApiKey) -> Keys:
     if key.tenant != tenant:
         raise restate.TerminalError("a key belongs to the tenant it is added to", 400)
+    if (problem := publishable_problem(key.scope, key.origins, key.kinds)) is not None:
+        raise restate.TerminalError(problem, 400)
     if any(k.id == key.id for k in keys.keys):
         raise restate.TerminalError(f"a key with id {key.id!r} exists already", 409)
     active = sum(k.revoked_at is None for k in keys.keys)
@@ -155,7 +161,7 @@ def with_key(keys: Keys, tenant: str, key: ApiKey) -> Keys:
             "tenant may hold (TEASPILL_TENANT_KEYS): revoke one first",
             429,
         )
-    return Keys((*keys.keys, key))
+    return msgspec.structs.replace(keys, keys=(*keys.keys, key))
 
 
 @tenant.handler(name=REVOKE_KEY.name)
@@ -174,14 +180,27 @@ async def revoke_key(ctx: restate.ObjectContext, ref: KeyRef) -> ApiKey:
 
 def without_key(keys: Keys, ref: KeyRef, at: datetime) -> Keys:
     """`keys` with the one `ref` names revoked at `at`, unless it already was."""
-    return Keys(
-        tuple(
+    return msgspec.structs.replace(
+        keys,
+        keys=tuple(
             msgspec.structs.replace(k, revoked_at=at)
             if k.id == ref.id and k.revoked_at is None
             else k
             for k in keys.keys
-        )
+        ),
     )
+
+
+@tenant.handler(name=SET_END_USERS.name)
+async def set_end_users(ctx: restate.ObjectContext, wanted: EndUsers) -> EndUsers:
+    """Register how the tenant's end-user tokens are verified (replacing what was), and
+    whether visitors without one are taken."""
+    if (problem := end_users_problem(wanted)) is not None:
+        raise restate.TerminalError(problem, 400)
+    keys = await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
+    registered = msgspec.structs.replace(wanted, registered_at=await _now(ctx))
+    ctx.set(KEYS, msgspec.structs.replace(keys, end_users=registered))
+    return registered
 
 
 @tenant.handler(kind="shared", name=KEYS_HANDLER.name)

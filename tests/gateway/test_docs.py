@@ -59,7 +59,7 @@ def routes() -> list[str]:
 @pytest.mark.parametrize("route", routes())
 def test_every_route_has_a_section_and_a_scope(route: str) -> None:
     assert f"### `{route}`" in PAGE
-    needs = "read|write|admin|none|live token|notify token|metrics token"
+    needs = "read|write|admin|publishable|none|live token|notify token|metrics token"
     assert re.search(rf"\| `{re.escape(route)}` \| ({needs}) \|", PAGE)
 
 
