@@ -66,7 +66,8 @@ def _first_answers(ingress: Ingress, spare: list[str]) -> dict[str, float]:
 
 def run(agents: int, turns: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="teaspill-lifecycle-") as tmp:
-        first = isolated_settings(Path(tmp) / "first")
+        # The agents, the fork and the second stack's: above the tenant's default ceiling.
+        first = isolated_settings(Path(tmp) / "first", tenant_agents=agents + 10)
         addresses = [f"acme.kept-{n}" for n in range(agents)]
         figures: dict[str, float] = {}
         archive = Path(tmp) / "backup.tar.gz"
@@ -89,7 +90,7 @@ def run(agents: int, turns: int) -> dict[str, float]:
             ingress.call(ERASE_AGENT, ErasureRequest(addresses[1], "bench"), "acme", patience=300)
             figures["delete_ms"] = (time.perf_counter() - started) * 1000
             figures |= _first_answers(ingress, addresses[2:-1])
-        second = isolated_settings(Path(tmp) / "second")
+        second = isolated_settings(Path(tmp) / "second", tenant_agents=agents + 10)
         started = time.perf_counter()
         restore_backup(archive, second.home)
         figures["restore_s"] = time.perf_counter() - started
