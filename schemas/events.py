@@ -193,6 +193,17 @@ class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_requested"):
     questions: dict[str, Question] = {}
     """When the call itself asks a person for input (an MCP server's input-required
     result): what it asks, per key; the answer gives `answers` for them."""
+    page: bool = False
+    """The call runs in the page: an open page of the conversation claims it
+    (`page_call_claimed`), runs it and posts its result; no person approves it."""
+
+
+class PageCallClaimed(msgspec.Struct, frozen=True, tag="page_call_claimed"):
+    """A page claimed a request that runs in the page: it alone runs it and posts its
+    result; if its stream closes first, the call's outcome is unknown."""
+
+    request_id: str
+    page: str
 
 
 class ApprovalAnswered(msgspec.Struct, frozen=True, tag="approval_answered"):
@@ -212,11 +223,15 @@ class ApprovalAbandoned(msgspec.Struct, frozen=True, tag="approval_abandoned"):
 
 class ApprovalRefused(msgspec.Struct, frozen=True, tag="approval_refused"):
     """An answer that changed nothing: the request was answered already (this answer came
-    second), is not one the agent asked, its turn ended before the answer arrived, or its
-    answers do not fit the questions (the request still waits for a fitting one)."""
+    second), is not one the agent asked, its turn ended before the answer arrived, its
+    answers do not fit the questions (the request still waits for a fitting one), or
+    (`other_page`) a page's claim or result of a request another page claimed, or that no
+    page claimed."""
 
     request_id: str
-    reason: Literal["already_answered", "unknown_request", "turn_ended", "wrong_answer"]
+    reason: Literal[
+        "already_answered", "unknown_request", "turn_ended", "wrong_answer", "other_page"
+    ]
     approve: bool
     by: str = ""
     message: str = ""
@@ -294,6 +309,7 @@ EventBody = (
     | HandedOff
     | Waiting
     | ApprovalRequested
+    | PageCallClaimed
     | ApprovalAnswered
     | ApprovalAbandoned
     | ApprovalRefused

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from schemas.chat import ChatMessage, ToolCall
+from schemas.chat import ChatMessage, ToolCall, ToolDefinition
 from schemas.context import ContextState, FoldBlock
 from schemas.memory import MemoryRecord
 from schemas.model import ModelReply, ModelRequest, Usage
@@ -109,6 +109,9 @@ class AskApproval(msgspec.Struct, frozen=True, tag="ask_approval"):
     asked: InputAsked | None = None
     """What the call asks a person (an MCP server's input-required result); None for an
     `ask` tool's approval."""
+    page: bool = False
+    """The call runs in the page (a tool the page declared): it waits for a page to claim
+    it and post its result, not for a person's approval."""
 
 
 class Told(msgspec.Struct, frozen=True, tag="told"):
@@ -117,6 +120,9 @@ class Told(msgspec.Struct, frozen=True, tag="told"):
 
     call: ToolCall
     content: str
+    status: ToolStatus = "ok"
+    shown: bool = False
+    """The call was recorded when it was asked (a page's call): only its result is."""
 
 
 class Wait(msgspec.Struct, frozen=True, tag="wait"):
@@ -244,6 +250,15 @@ class PendingApproval(msgspec.Struct, frozen=True):
     tool's approval."""
     answers: dict[str, dict[str, Any]] = {}
     """The person's answers to `asked`."""
+    page: bool = False
+    """The call runs in the page: a page claims it and posts its result (`answer` is True
+    once the result, or the news that the claiming page closed, arrived)."""
+    claimed: str = ""
+    """The id of the page that claimed it; empty until one did."""
+    result: str = ""
+    """What the model reads of the page's run (with `answer` set)."""
+    status: ToolStatus = "ok"
+    """How the page's run went (`unknown`: the page closed before it sent a result)."""
 
 
 class Running(msgspec.Struct, frozen=True, tag="running"):
@@ -317,3 +332,5 @@ class TurnState(msgspec.Struct, frozen=True):
     memories: tuple[MemoryRecord, ...] = ()
     """The memory records shown to this turn, found once as it started (its prompt shows
     them after the fold summaries, so the stable prefix stays the same)."""
+    page_tools: tuple[ToolDefinition, ...] = ()
+    """The tools the page that sent the turn's message runs itself (`Message.page_tools`)."""

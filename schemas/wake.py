@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
+from schemas.chat import ToolDefinition
 from schemas.model import Usage
 from schemas.spec import AgentSpec, WhileBusy
 
@@ -84,6 +85,9 @@ class Message(msgspec.Struct, frozen=True, tag="message"):
     max_depth: int | None = None
     """Set on a child's message by its parent: the depth the child's descendants may reach
     at most (the parent's own bound), whatever the child's spec says."""
+    page_tools: tuple[ToolDefinition, ...] = ()
+    """The tools the sending page runs itself (`schemas.pages`): the turn shows the model
+    those its spec grants, and a call to one waits for a page to run it."""
 
 
 def policy(message: Message, spec: AgentSpec | None) -> WhileBusy:
@@ -137,6 +141,22 @@ def answer_key(answer: Approval) -> str:
     return f"approval {answer.request_id} {hashlib.sha256(said).hexdigest()[:24]}"
 
 
+class PageCall(msgspec.Struct, frozen=True, tag="page_call"):
+    """A page's part in a call that runs in the page: its claim of a request (`claimed`),
+    the result of a request it claimed (`result`), or that its stream closed (`closed`,
+    no request: every request it claimed and did not answer has an unknown outcome)."""
+
+    step: Literal["claimed", "result", "closed"]
+    page: str
+    """The page's own id, the same on its stream, its claim and its result."""
+    request_id: str = ""
+    content: str = ""
+    """The result (`result`): what the model reads, capped by the gateway."""
+    status: Literal["ok", "error"] = "ok"
+    kind: Literal["response", "page", "other"] = "other"
+    """What the result holds, for its cap (`schemas.pages.RESULT_CAPS`)."""
+
+
 class ScheduleSkip(msgspec.Struct, frozen=True, tag="schedule_skip"):
     """A schedule's fire found the agent busy and its policy is to skip: recorded, not run."""
 
@@ -167,7 +187,7 @@ class Resume(msgspec.Struct, frozen=True, tag="resume"):
     by: str = ""
 
 
-Wake = Message | ChildReport | Timer | Approval | Stop | ScheduleSkip | Pause | Resume
+Wake = Message | ChildReport | Timer | Approval | PageCall | Stop | ScheduleSkip | Pause | Resume
 
 
 class Arrival(msgspec.Struct, frozen=True):

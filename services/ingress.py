@@ -196,6 +196,21 @@ class AsyncIngress:
         path, body = f"{handler.path(key)}/send", handler.encode(value)
         return invocation_id(await self._post(path, body, idempotency_key, patience))
 
+    async def send_once(
+        self,
+        handler: Handler[In, Out],
+        value: In,
+        key: str | None,
+        idempotency_key: str,
+        patience: float | None = None,
+    ) -> tuple[str, bool]:
+        """A one-way send, and whether it is the first with `idempotency_key`: Restate
+        answers a repeat `PreviouslyAccepted` (with the first one's invocation) and runs
+        nothing for it."""
+        path, body = f"{handler.path(key)}/send", handler.encode(value)
+        raw = await self._post(path, body, idempotency_key, patience)
+        return invocation_id(raw), first_send(raw)
+
     async def _post(
         self, path: str, body: bytes, idempotency_key: str | None, patience: float | None
     ) -> bytes:
@@ -226,6 +241,13 @@ def invocation_id(raw: bytes) -> str:
     if not isinstance(answer, dict) or "invocationId" not in answer:
         raise IngressError(502, "Restate answered a send without an invocation id")
     return str(answer["invocationId"])
+
+
+def first_send(raw: bytes) -> bool:
+    """Whether Restate took a send as new (`Accepted`) rather than as a repeat of one it
+    holds under the same idempotency key (`PreviouslyAccepted`)."""
+    answer: Any = msgspec.json.decode(raw)
+    return not (isinstance(answer, dict) and answer.get("status") == "PreviouslyAccepted")
 
 
 def error_of(response: httpx.Response) -> IngressError:

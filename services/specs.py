@@ -25,6 +25,7 @@ import msgspec
 from jsonschema import Draft202012Validator, SchemaError
 
 from schemas.mcp import PREFIX as MCP_PREFIX
+from schemas.pages import PAGE_PREFIX, PAGE_TOOL_PATTERN
 from schemas.sandbox import SandboxPolicy, workspace_refusal
 from schemas.spec import (
     KIND_PATTERN,
@@ -246,8 +247,21 @@ def _offered(spec: AgentSpec, offer: Offer, problems: _Problems) -> None:
     if offer.harnesses is not None and spec.harness not in offer.harnesses:
         problems.add(_absent("harness", "harness", spec.harness, offer.harnesses), "harness")
     for name in grants(spec):
-        if name not in offer.tools and not name.startswith(MCP_PREFIX):
+        if name.startswith(PAGE_PREFIX):
+            _page_grant(name, problems)
+        elif name not in offer.tools and not name.startswith(MCP_PREFIX):
             problems.add(_absent("tools", "tool", name, offer.tools), "tools")
+
+
+def _page_grant(name: str, problems: _Problems) -> None:
+    """A page's tools are declared by the page, so only the grant's shape is checked."""
+    tool = name[len(PAGE_PREFIX) :]
+    if tool != "*" and not re.fullmatch(PAGE_TOOL_PATTERN, tool):
+        problems.add(
+            f"field 'tools': {name!r} is not a page grant; write page:NAME (a name of 1 to 64 "
+            "letters, digits, _ and -) for one tool the page declares, or page:* for all.",
+            "tools",
+        )
 
 
 def _mcp_grants(spec: AgentSpec, offer: Offer, tenant: str | None, problems: _Problems) -> None:

@@ -15,7 +15,7 @@ from schemas.state import KEEP_ANSWERED, AgentRecord
 from schemas.wake import Approval
 from services.agent.reaction import Drive, Emit, Reaction, RefuseWake
 
-RefusalReason = Literal["already_answered", "unknown_request", "turn_ended"]
+RefusalReason = Literal["already_answered", "unknown_request", "turn_ended", "other_page"]
 
 
 def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
@@ -23,9 +23,11 @@ def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
     every request it waits on there is answered."""
     turn = record.turn
     phase = turn.phase if turn is not None else None
-    asked = _waiting(phase, answer.request_id)
+    asked = waiting_request(phase, answer.request_id)
     if turn is None or not isinstance(phase, AwaitingApproval) or asked is None:
         return refuse_answer(record, answer)
+    if asked.page:
+        return _page_call(record, answer)
     questions = asked.asked.questions if asked.asked is not None else None
     problem = answer_problem(questions, answer.answers) if questions and answer.approve else ""
     if problem:
@@ -34,25 +36,25 @@ def on_approval(record: AgentRecord, answer: Approval) -> Reaction:
     answered = msgspec.structs.replace(
         asked, answer=answer.approve, note=answer.note, answers=answers
     )
-    resumed = msgspec.structs.replace(turn, phase=_with(phase, answered))
+    resumed = msgspec.structs.replace(turn, phase=with_answered(phase, answered))
     event = ApprovalAnswered(answer.request_id, answer.approve, answer.note, answer.by, answers)
     updated = msgspec.structs.replace(
         record, turn=resumed, answered=remember(record.answered, answer.request_id)
     )
     emitted = Emit(turn.number, turn.round, (event,))
-    if record.paused or _with(phase, answered).waiting():
+    if record.paused or with_answered(phase, answered).waiting():
         return Reaction(updated, (emitted,))
     return Reaction(updated, (emitted, Drive(resumed)))
 
 
-def _waiting(phase: object, request_id: str) -> PendingApproval | None:
+def waiting_request(phase: object, request_id: str) -> PendingApproval | None:
     """The unanswered request `request_id` the phase waits on, if it is one."""
     if not isinstance(phase, AwaitingApproval):
         return None
     return next((r for r in phase.waiting() if r.request_id == request_id), None)
 
 
-def _with(phase: AwaitingApproval, answered: PendingApproval) -> AwaitingApproval:
+def with_answered(phase: AwaitingApproval, answered: PendingApproval) -> AwaitingApproval:
     """The phase with `answered` in place of the request it answers."""
     if phase.approval.request_id == answered.request_id:
         return msgspec.structs.replace(phase, approval=answered)
@@ -90,6 +92,19 @@ def _wrong(record: AgentRecord, answer: Approval, problem: str) -> Reaction:
     turn = record.turn
     assert turn is not None
     return Reaction(record, (Emit(turn.number, turn.round, (refused,)), RefuseWake(422, sentence)))
+
+
+def _page_call(record: AgentRecord, answer: Approval) -> Reaction:
+    """A call that runs in the page is answered by the page that runs it, not approved."""
+    request = answer.request_id
+    sentence = (
+        f"Request {request!r} runs in the page: a page claims it and posts its result "
+        "(POST /v1/agents/{address}/page-calls/{request_id}/claim, then .../result)."
+    )
+    refused = ApprovalRefused(request, "other_page", answer.approve, answer.by, sentence)
+    turn = record.turn
+    assert turn is not None
+    return Reaction(record, (Emit(turn.number, turn.round, (refused,)), RefuseWake(409, sentence)))
 
 
 def remember(answered: tuple[str, ...], request_id: str) -> tuple[str, ...]:

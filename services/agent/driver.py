@@ -284,16 +284,17 @@ class Driver:
                 return await self._hand_off(kind)
             case Refuse(call=refused, reason=reason):
                 self._refused(refused.id, refused.name, refused.arguments, reason)
-            case AskApproval(request_id=request_id, call=asked, asked=questions):
+            case AskApproval(request_id=request_id, call=asked, asked=questions, page=page):
                 shown = questions.questions if questions is not None else {}
-                self._add(
-                    ApprovalRequested(request_id, asked.id, asked.name, asked.arguments, shown)
+                called = (ToolCalled(asked.id, asked.name, asked.arguments),) if page else ()
+                asking = ApprovalRequested(
+                    request_id, asked.id, asked.name, asked.arguments, shown, page=page
                 )
-            case Told(call=told, content=content):
-                self._add(
-                    ToolCalled(told.id, told.name, told.arguments),
-                    ToolFinished(told.id, told.name, "ok", content),
-                )
+                self._add(*called, asking)
+            case Told(call=told, content=content, status=told_status, shown=shown_already):
+                finished = ToolFinished(told.id, told.name, told_status, content)
+                called = () if shown_already else (ToolCalled(told.id, told.name, told.arguments),)
+                self._add(*called, finished)
             case Wait(pending=pending):
                 self._add(Waiting(pending))
             case Between():

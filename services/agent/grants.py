@@ -14,6 +14,7 @@ import msgspec
 from schemas.chat import ToolCall, ToolDefinition
 from schemas.harness import AwaitingApproval, Spawn, TurnState
 from schemas.model import ModelRequest
+from schemas.pages import page_granted
 from schemas.spec import AgentSpec, granted, grants
 from schemas.wake import Message, ParentRef
 from schemas.workspace import workspace_tools
@@ -32,10 +33,14 @@ class PolicyError(Exception):
     """A call the pipeline will not make; the message is the sentence that ends the turn."""
 
 
-def check_offered(spec: AgentSpec, request: ModelRequest) -> None:
-    """Raises PolicyError when the request shows a tool the model may not call."""
+def check_offered(
+    spec: AgentSpec, request: ModelRequest, pages: tuple[ToolDefinition, ...] = ()
+) -> None:
+    """Raises PolicyError when the request shows a tool the model may not call. `pages`:
+    the tools the turn's page declared, which the spec grants as `page:NAME`."""
     names = [tool.name for tool in request.tools]
     callable_ = {n for n, p in granted(spec, names).items() if p != "deny"}
+    callable_ |= {tool.name for tool in pages if page_granted(spec, tool.name)}
     if spec.can_spawn:
         callable_ |= {SPAWN, WAIT}
     if grants(spec).get(RECALL) != "deny":

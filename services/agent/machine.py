@@ -39,6 +39,7 @@ from schemas.wake import (
     Approval,
     ChildReport,
     Message,
+    PageCall,
     Pause,
     Resume,
     ScheduleSkip,
@@ -56,6 +57,7 @@ from services.agent.arrivals import (
     steer,
     where,
 )
+from services.agent.pages import on_page_call
 from services.agent.reaction import (
     Drive,
     Effect,
@@ -143,6 +145,8 @@ def react(  # noqa: C901, PLR0911 - one per kind
             return _on_child(record, given)
         case Approval():
             return on_approval(record, given)
+        case PageCall():
+            return on_page_call(record, given)
         case Timer(name=name, turn=number):
             return _on_timer(address, record, name, number)
         case Stop() | Pause() | Resume():
@@ -244,7 +248,14 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec, *, direct: bo
     number = record.turns + 1
     parent = message.parent.address if message.parent else None
     user = ChatMessage(role="user", content=message.text)
-    turn = TurnState(number, spec, (user,), parent=message.parent, depth=message.depth)
+    turn = TurnState(
+        number,
+        spec,
+        (user,),
+        parent=message.parent,
+        depth=message.depth,
+        page_tools=message.page_tools,
+    )
     if message.parent is not None:  # what it may make, use and reach: shares of its parent's
         turn = msgspec.structs.replace(
             turn, budget=message.budget, tokens=message.tokens, max_depth=message.max_depth

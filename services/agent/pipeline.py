@@ -116,7 +116,7 @@ class Pipeline:
         raises PolicyError."""
         limits = turn.spec.limits
         check_time(turn, spent)
-        check_offered(turn.spec, call.request)
+        check_offered(turn.spec, call.request, turn.page_tools)
         used, most = total(turn.usage), token_limit(turn)
         if most and used >= most:
             share = "" if most == limits.max_turn_tokens else " (its share of its composition's)"

@@ -41,6 +41,7 @@ from services.gateway.routes_knowledge import router as knowledge
 from services.gateway.routes_lifecycle import router as lifecycle
 from services.gateway.routes_memory import router as memory
 from services.gateway.routes_ops import router as operations
+from services.gateway.routes_pages import router as page_calls
 from services.gateway.routes_schedules import router as schedules
 from services.gateway.routes_specs import router as specs
 from services.gateway.routes_timeline import router as timelines
@@ -132,6 +133,7 @@ def create_app(
         schedules,
         hooks,
         control,
+        page_calls,
         timelines,
         artifacts,
         specs,

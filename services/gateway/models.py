@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from schemas.pages import MAX_PAGE_TOOLS, PAGE_ID_PATTERN, PAGE_TOOL_PATTERN
 from services.keys import NAME_PATTERN
 
 KIND_PATTERN = r"^[A-Za-z0-9_-]{1,48}$"
@@ -21,6 +22,20 @@ class Strict(BaseModel):
     """No coercion: a boolean is only a JSON boolean, an integer only a JSON integer."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class PageToolIn(Strict):
+    """A tool the sending page runs itself (AG-UI's frontend tools): the spec grants it as
+    `page:NAME` (or `page:*`)."""
+
+    name: Annotated[str, StringConstraints(pattern=PAGE_TOOL_PATTERN)] = Field(
+        description="The tool's name, as the model will call it."
+    )
+    description: str = Field(default="", max_length=2000, description="What it does.")
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="The JSON Schema of its arguments (an object schema).",
+    )
 
 
 class MessageIn(Strict):
@@ -37,6 +52,13 @@ class MessageIn(Strict):
         "to that turn at its next round, `reject` refuses it (409). Unset: the spec's "
         "`while_busy`, `queue` by default.",
     )
+    page_tools: list[PageToolIn] = Field(
+        default=[],
+        max_length=MAX_PAGE_TOOLS,
+        description="Tools the sending page runs itself; the turn shows the model those its "
+        "spec grants (`page:NAME`, `page:*`), and a call to one waits for an open page of "
+        "the conversation to claim it and post its result (docs/agui.md).",
+    )
 
 
 class ApprovalIn(Strict):
@@ -50,6 +72,41 @@ class ApprovalIn(Strict):
         description="For a call that asks for input (`approval_requested` with `questions`): "
         "per question key, the form's values as its schema asks. With `approve: false` the "
         "call is declined and no answers are sent.",
+    )
+
+
+PageId = Annotated[str, StringConstraints(pattern=PAGE_ID_PATTERN)]
+
+
+class PageClaimIn(Strict):
+    page: PageId = Field(
+        description="The page's own id: the `page` of the stream it follows the "
+        "conversation with (closing that stream before the result loses the request)."
+    )
+
+
+class PageClaimed(Strict):
+    """200: this page runs the call, once, and posts its result."""
+
+    address: str
+    request_id: str
+    call_id: str
+    name: str = Field(description="The page tool to run.")
+    arguments: dict[str, Any] = Field(description="The model's arguments (untrusted).")
+    page: str
+
+
+class PageResultIn(Strict):
+    page: PageId = Field(description="The id of the page that claimed the request.")
+    content: str = Field(description="What the model reads as the call's result.")
+    status: Literal["ok", "error"] = Field(
+        default="ok", description="`error`: the tool ran and failed; the content says how."
+    )
+    kind: Literal["response", "page", "other"] = Field(
+        default="other",
+        description="What the content is, for its cap: a response body (16,000 characters), "
+        "a read of the page (16,000), anything else (20,000). Past its cap the result is "
+        "dropped and the model is told so.",
     )
 
 
@@ -73,6 +130,11 @@ class MessageAccepted(Accepted):
 class ApprovalAccepted(Accepted):
     request_id: str
     approve: bool
+
+
+class PageResultAccepted(Accepted):
+    request_id: str
+    dropped: bool = Field(description="The result was past its cap: the model is told so.")
 
 
 class StopAccepted(Accepted):

@@ -8,7 +8,8 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from services.gateway import service
+from schemas.pages import PAGE_ID_PATTERN
+from services.gateway import pages, service
 from services.gateway.auth import Owned, owned
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
@@ -66,12 +67,22 @@ async def events(
             description="The seq of the last event received; wins over `after`.",
         ),
     ] = None,
+    page: Annotated[
+        str | None,
+        Query(
+            pattern=PAGE_ID_PATTERN,
+            description="The following page's own id, the one it claims page calls with: "
+            "when this stream closes, what the page claimed and did not answer has an "
+            "unknown outcome.",
+        ),
+    ] = None,
 ) -> StreamingResponse:
     """Follow the timeline: replay after `Last-Event-ID` (or `after`), then stream."""
     start = after if last_event_id is None else parse_seq(last_event_id)
     await service.known(rt, agent.address)
     release = rt.streams.hold(agent.caller.bucket)
-    return HeldStream(frames(service.follow(rt, agent, start)), release)
+    body = frames(service.follow(rt, agent, start))
+    return HeldStream(pages.watched(rt, agent, page, body), release)
 
 
 def parse_seq(text: str) -> int:

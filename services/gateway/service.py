@@ -13,6 +13,7 @@ import hashlib
 import secrets
 from collections.abc import AsyncGenerator
 
+from schemas.chat import ToolDefinition
 from schemas.events import Event, TimelinePage
 from schemas.questions import answer_problem
 from schemas.spec import AgentSpec, WhileBusy
@@ -54,12 +55,14 @@ async def send(
     if row is not None and (rule == "queue" or row.status == "paused"):
         await _room(rt, row)
     mid = message_id(agent.address, idempotency_key)
+    tools = tuple(ToolDefinition(t.name, t.description, t.parameters) for t in message.page_tools)
     sent = Message(
         message.text,
         kind=message.kind,
         id=mid,
         while_busy=message.while_busy,
         user=agent.caller.user,
+        page_tools=tools,
     )
     invocation = await rt.ingress.send_message(
         agent.address, sent, idempotency_key, arrived=row is not None and row.status == "running"
@@ -174,6 +177,12 @@ def _answerable(address: str, request_id: str, story: ApprovalRow | None) -> App
     if story.turn_ended:
         raise ApiError(
             409, f"approval request {request_id} can no longer be answered: its turn ended"
+        )
+    if story.asked is not None and story.asked.page:
+        raise ApiError(
+            409,
+            f"request {request_id} runs in the page: a page claims it and posts its result "
+            f"(POST /v1/agents/{address}/page-calls/{request_id}/claim, then .../result)",
         )
     return story
 

@@ -20,7 +20,7 @@ from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, EndUsers, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
-from schemas.wake import Approval, Arrival, Message, Pause, Resume, Stop, WakeEnvelope
+from schemas.wake import Approval, Arrival, Message, PageCall, Pause, Resume, Stop, WakeEnvelope
 from services.contracts import (
     ADD_KEY,
     ADD_SCHEDULE,
@@ -99,6 +99,18 @@ class Upstream:
     async def answer(self, address: str, answer: Approval, idempotency_key: str) -> str:
         """One-way: Restate keeps the answer durably, even while the endpoint is down."""
         send = self._client.send(WAKE, WakeEnvelope(answer), address, idempotency_key, QUICK)
+        return await _answer(send)
+
+    async def page_call(
+        self, address: str, call: PageCall, idempotency_key: str | None
+    ) -> tuple[str, bool]:
+        """One-way: a page's claim, result or closing; with whether Restate took it as the
+        first send of `idempotency_key` (a repeat runs nothing). Without a key, always
+        the first."""
+        envelope = WakeEnvelope(call)
+        if idempotency_key is None:
+            return await _answer(self._client.send(WAKE, envelope, address, None, QUICK)), True
+        send = self._client.send_once(WAKE, envelope, address, idempotency_key, QUICK)
         return await _answer(send)
 
     async def stop(self, address: str, idempotency_key: str, turn: int = 0) -> str:

@@ -43,6 +43,7 @@ from schemas.harness import (
     Wait,
 )
 from schemas.model import ModelReply, ModelRequest
+from schemas.pages import shown_page_tools
 from schemas.questions import InputAnswer
 from schemas.spec import Policy, granted, grants, narrowed
 from services.harness.asking import answer_text, asked_of, asked_together
@@ -111,8 +112,8 @@ class _L0:
         system = ChatMessage(role="system", content=turn.spec.instructions + notices)
         policies = _policies(given, turn)
         return cls(
-            Fixed(system, _definitions(given, policies, recall=True)),
-            Fixed(system, _definitions(given, policies, recall=False)),
+            Fixed(system, _definitions(given, turn, policies, recall=True)),
+            Fixed(system, _definitions(given, turn, policies, recall=False)),
             policies,
         )
 
@@ -209,7 +210,10 @@ def _answered(
     assert isinstance(phase, AwaitingApproval)
     approval, call, remaining = phase.approval, phase.approval.call, phase.remaining
     turn = msgspec.structs.replace(turn, phase=Running())
-    if call.name == ASK_USER:
+    if approval.page:
+        yield Told(call, approval.result, approval.status, shown=True)
+        turn = _append(turn, _tool_message(call, approval.result))
+    elif call.name == ASK_USER:
         for request in phase.requests():
             content = answer_text(request)
             yield Told(request.call, content)
@@ -259,13 +263,8 @@ def _run_calls(
             reason = _refusal(call, policies)
             yield Refuse(call, reason)
             turn = _append(turn, _tool_message(call, reason))
-        elif policy == "ask":
-            request_id = f"t{turn.number}r{turn.round}-{call.id}"
-            yield AskApproval(request_id, call)
-            pending = PendingApproval(request_id, call)
-            rest = calls[index + 1 :]
-            phase = AwaitingApproval(pending, rest)
-            return msgspec.structs.replace(turn, phase=phase), _PAUSED
+        elif policy == "ask" or call.name in _page_names(given, turn):
+            return (yield from _awaited(turn, call, calls[index + 1 :], page=policy != "ask"))
         elif call.name == WAIT:
             wait_asked = True
             if not turn.pending:
@@ -290,6 +289,17 @@ def _run_calls(
         yield Wait(tuple(child.address for child in turn.pending))
         return msgspec.structs.replace(turn, phase=AwaitingChildren()), _PAUSED
     return turn, _GO_ON
+
+
+def _awaited(
+    turn: TurnState, call: ToolCall, rest: tuple[ToolCall, ...], *, page: bool
+) -> Generator[Command, Result, tuple[TurnState, str]]:
+    """Wait for a person's approval of `call` (an `ask` tool), or (`page`) for a page to
+    run it; the rest of its round waits behind it."""
+    request_id = f"t{turn.number}r{turn.round}-{call.id}"
+    yield AskApproval(request_id, call, page=page)
+    phase = AwaitingApproval(PendingApproval(request_id, call, page=page), rest)
+    return msgspec.structs.replace(turn, phase=phase), _PAUSED
 
 
 def _called(
@@ -359,6 +369,17 @@ def _spawn(
     return _append(turn, _tool_message(call, problem))
 
 
+def page_tools(given: TurnInput, turn: TurnState) -> tuple[ToolDefinition, ...]:
+    """The page's tools the model is shown: those the spec grants, unless a tool of the
+    deployment or a built-in has the name."""
+    taken = (*(tool.name for tool in given.tools), *(t.name for t in BUILTIN_DEFINITIONS))
+    return shown_page_tools(turn.spec, turn.page_tools, taken)
+
+
+def _page_names(given: TurnInput, turn: TurnState) -> frozenset[str]:
+    return frozenset(tool.name for tool in page_tools(given, turn))
+
+
 def _refusal(call: ToolCall, granted: dict[str, Policy]) -> str:
     available = ", ".join(sorted(granted)) or "none"
     return f"There is no tool named {call.name!r} you can call. Tools you can call: {available}."
@@ -371,6 +392,7 @@ def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
     shown: dict[str, Policy] = {n: p for n, p in granted(turn.spec, known).items() if p != "deny"}
     if turn.spec.can_spawn:
         shown.update(dict.fromkeys((SPAWN, WAIT), "allow"))
+    shown.update(dict.fromkeys(_page_names(given, turn), "allow"))  # the page is the person's
     own = grants(turn.spec)
     if own.get(RECALL) != "deny":
         shown[RECALL] = "allow"
@@ -380,14 +402,14 @@ def _policies(given: TurnInput, turn: TurnState) -> dict[str, Policy]:
 
 
 def _definitions(
-    given: TurnInput, policies: dict[str, Policy], *, recall: bool
+    given: TurnInput, turn: TurnState, policies: dict[str, Policy], *, recall: bool
 ) -> tuple[ToolDefinition, ...]:
     """The tools shown to the model: those `policies` lets it call. `recall` is shown once
     something was folded or cut (before that there is nothing to read back), so plain
     chats stay without tools."""
     tools = [
         tool
-        for tool in (*given.tools, *BUILTIN_DEFINITIONS)
+        for tool in (*given.tools, *BUILTIN_DEFINITIONS, *page_tools(given, turn))
         if tool.name in policies and (recall or tool.name != RECALL)
     ]
     return tuple(sorted(tools, key=lambda tool: tool.name))

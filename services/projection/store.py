@@ -26,7 +26,14 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from schemas.events import BODY_TAGS, ApprovalRequested, Event
+from schemas.events import (
+    BODY_TAGS,
+    ApprovalAbandoned,
+    ApprovalAnswered,
+    ApprovalRequested,
+    Event,
+    PageCallClaimed,
+)
 from schemas.knowledge import Document, DocumentSearch, IndexedDocument, PassageHit
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.questions import Question
@@ -110,6 +117,10 @@ class ApprovalRow:
     turn_ended: bool
     questions: dict[str, Question] = field(default_factory=dict)
     """What the call asks the person, when it asks (`approval_requested`'s questions)."""
+    asked: ApprovalRequested | None = None
+    claimed: str = ""
+    """For a call that runs in the page: the page that claimed it, once the timeline shows
+    it (`page_call_claimed`)."""
 
 
 class ProjectionStore:
@@ -280,7 +291,8 @@ class ProjectionStore:
         """What the timeline shows of one approval request: None when it was never asked."""
         rows = await self._db.execute_fetchall(
             "select type, turn, event from events where agent = ? and type in"
-            " ('approval_requested', 'approval_answered', 'approval_abandoned')"
+            " ('approval_requested', 'approval_answered', 'approval_abandoned',"
+            " 'page_call_claimed')"
             " and json_extract(cast(event as text), '$.body.request_id') = ?",
             (agent, request_id),
         )
@@ -297,8 +309,36 @@ class ProjectionStore:
         )
         answered = "approval_answered" in types
         ended_ = ended is not None or "approval_abandoned" in types
-        questions = body.questions if isinstance(body, ApprovalRequested) else {}
-        return ApprovalRow(turn, answered, ended_, questions)
+        requested = body if isinstance(body, ApprovalRequested) else None
+        questions = requested.questions if requested is not None else {}
+        claims = [msgspec.json.decode(r[2], type=Event).body for r in rows]
+        claimed = next((c.page for c in claims if isinstance(c, PageCallClaimed)), "")
+        return ApprovalRow(turn, answered, ended_, questions, requested, claimed)
+
+    async def open_page_calls(self, agent: str) -> dict[str, str]:
+        """The calls that run in the page the agent's newest turn waits on, by request id,
+        with the page that claimed each ('' for none yet)."""
+        newest = await self._one_or_none("select max(turn) from events where agent = ?", agent)
+        if newest is None or newest[0] is None:
+            return {}
+        rows = await self._db.execute_fetchall(
+            "select type, event from events where agent = ? and turn = ? and type in"
+            " ('approval_requested', 'approval_answered', 'approval_abandoned',"
+            " 'page_call_claimed', 'turn_ended') order by seq",
+            (agent, newest[0]),
+        )
+        found: dict[str, str] = {}
+        for kind, raw in rows:
+            body = msgspec.json.decode(raw, type=Event).body
+            if isinstance(body, ApprovalRequested) and body.page:
+                found[body.request_id] = ""
+            elif isinstance(body, PageCallClaimed) and body.request_id in found:
+                found[body.request_id] = body.page
+            elif kind == "turn_ended":
+                return {}
+            elif isinstance(body, ApprovalAnswered | ApprovalAbandoned):
+                found.pop(body.request_id, None)
+        return found
 
     async def turn(self, agent: str, turn: int) -> list[Event]:
         """The events recorded in one turn, in seq order ([] for a turn never started)."""

@@ -136,6 +136,8 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("POST", "/v1/keys"),
         ("POST", "/v1/keys/{key_id}/revoke"),
         ("POST", "/v1/agui"),
+        ("POST", "/v1/agents/{address}/page-calls/{request_id}/claim"),
+        ("POST", "/v1/agents/{address}/page-calls/{request_id}/result"),
         ("GET", "/v1/health"),
         ("GET", "/metrics"),
         ("POST", "/internal/live"),

@@ -41,6 +41,10 @@ from services.gateway.models import (
     MeOut,
     MessageAccepted,
     MessageIn,
+    PageClaimed,
+    PageClaimIn,
+    PageResultAccepted,
+    PageResultIn,
     ProjectedAccepted,
     ScheduleIn,
     StopAccepted,
@@ -87,6 +91,10 @@ def decode(example: dict[str, Any]) -> object:
         ("followed", ProjectedAccepted),
         ("deltas", LiveBatch),
         ("agents", AgentPage),
+        ("dropped", PageResultAccepted),
+        ("call_id", PageClaimed),
+        ("content", PageResultIn),
+        ("page", PageClaimIn),
         ("request_id", ApprovalAccepted),
         ("approve", ApprovalIn),
         ("message", StopAccepted),
@@ -138,6 +146,8 @@ REQUESTS = (
     "RunAgentInput",
     "ScheduleIn",
     "HookIn",
+    "PageClaimIn",
+    "PageResultIn",
 )
 """Bodies a client sends may leave out optional fields; answers show every field."""
 
