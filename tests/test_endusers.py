@@ -19,7 +19,12 @@ from schemas.tenant import EndUsers
 from services.endusers import TokenError, conversation_address, problem, user_of
 
 SECRET = "s" * 40
-LATER = int(time.time()) + 300  # noqa: TID251 - a token's exp is wall-clock time
+
+
+def later() -> int:
+    """An expiry five minutes from now, taken when a test signs its token: a module-level
+    constant would expire before the test runs in a long suite."""
+    return int(time.time()) + 300  # noqa: TID251 - a token's exp is wall-clock time
 
 
 def pem(private: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> str:
@@ -47,23 +52,23 @@ def test_rs256_and_es256_verify_with_the_public_key_and_refuse_hs256_made_with_i
     for algorithm, private in (("RS256", rsa_key), ("ES256", ec_key)):
         registered = EndUsers(algorithm, pem(private))  # type: ignore[arg-type]
         assert problem(registered) is None
-        signed = jwt.encode({"sub": "alice", "exp": LATER}, private, algorithm=algorithm)
+        signed = jwt.encode({"sub": "alice", "exp": later()}, private, algorithm=algorithm)
         assert user_of(signed, registered) == "alice"
     public = pem(rsa_key)
-    forged = hs256_by_hand({"sub": "mallory", "exp": LATER}, public.encode())
+    forged = hs256_by_hand({"sub": "mallory", "exp": later()}, public.encode())
     with pytest.raises(TokenError, match="not signed with RS256"):
         user_of(forged, EndUsers("RS256", public))
 
 
 def test_an_unsigned_token_is_refused() -> None:
-    unsigned = jwt.encode({"sub": "alice", "exp": LATER}, "", algorithm="none")
+    unsigned = jwt.encode({"sub": "alice", "exp": later()}, "", algorithm="none")
     with pytest.raises(TokenError, match="not signed with HS256"):
         user_of(unsigned, EndUsers("HS256", SECRET))
 
 
 def test_audience_and_issuer_are_checked_when_set() -> None:
     registered = EndUsers("HS256", SECRET, audience="teaspill", issuer="https://app")
-    good = {"sub": "a", "exp": LATER, "aud": "teaspill", "iss": "https://app"}
+    good = {"sub": "a", "exp": later(), "aud": "teaspill", "iss": "https://app"}
     assert user_of(jwt.encode(good, SECRET, algorithm="HS256"), registered) == "a"
     with pytest.raises(TokenError, match="aud other than"):
         user_of(jwt.encode({**good, "aud": "other"}, SECRET, algorithm="HS256"), registered)
@@ -72,7 +77,7 @@ def test_audience_and_issuer_are_checked_when_set() -> None:
 
 
 def test_a_sub_may_not_pass_for_a_visitor() -> None:
-    token = jwt.encode({"sub": "visitor:abc", "exp": LATER}, SECRET, algorithm="HS256")
+    token = jwt.encode({"sub": "visitor:abc", "exp": later()}, SECRET, algorithm="HS256")
     with pytest.raises(TokenError, match="may not begin with 'visitor:'"):
         user_of(token, EndUsers("HS256", SECRET))
 
