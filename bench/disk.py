@@ -38,10 +38,12 @@ PARTS = {
 
 
 def size(path: Path) -> int:
+    """Bytes the disk holds for the path: its allocated blocks, so a sparse file (the
+    workspaces' filesystem image) counts what it uses rather than its apparent size."""
     if path.is_file():
-        return path.stat().st_size
+        return path.stat().st_blocks * 512
     if path.is_dir():
-        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file())
     return 0
 
 
