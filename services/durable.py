@@ -28,6 +28,12 @@ Cancelled = Callable[[], Awaitable[object]]
 """Completes when the step's work should stop."""
 CANCELLED = 409
 """The status of the TerminalError Restate raises in a cancelled invocation."""
+NO_JOURNAL = timedelta(0)
+"""A journal retention: Restate drops an invocation's journal (its input, every step's
+result) as soon as it finishes. restate-server keeps finished journals for a day unless a
+service or handler says otherwise (`default-journal-retention`): the objects and handlers
+whose input is a document's or a memory's text say this, so what a deletion or an erasure
+removes is in no journal afterwards."""
 
 
 def step_options(type_: type[T], max_attempts: int | None = None) -> restate.RunOptions[T]:

@@ -10,6 +10,7 @@ import restate
 from schemas.lifecycle import ErasureTargets
 from schemas.model import ModelReply, ModelRequest
 from services.contracts import FORGET, GENERATE, MODEL, Empty
+from services.durable import NO_JOURNAL
 from services.executor.runner import ModelRunner
 
 GENERATION_TIMEOUT = timedelta(minutes=15)
@@ -22,6 +23,7 @@ def model_service(runner: ModelRunner) -> restate.Service:
         description="Runs model steps for agents.",
         inactivity_timeout=GENERATION_TIMEOUT,
         abort_timeout=timedelta(seconds=30),
+        journal_retention=NO_JOURNAL,  # prompts, under no agent's key an erasure could purge
     )
 
     @service.handler(name=GENERATE.name)

@@ -37,13 +37,20 @@ from services.contracts import (
     RELEASE_DOCUMENT,
     UPLOAD_DOCUMENT,
 )
-from services.durable import call
+from services.durable import NO_JOURNAL, call
 from services.knowledge.passages import passages
 
 RECORD, TEXT, DIGEST = "d.", "t.", "h."
 """The prefixes of a document's state keys; the rest is its id (for `h.`, its text's sha256)."""
 
-knowledge = restate.VirtualObject(KNOWLEDGE, description="One tenant's knowledge documents.")
+knowledge = restate.VirtualObject(
+    KNOWLEDGE,
+    description="One tenant's knowledge documents.",
+    journal_retention=NO_JOURNAL,
+    state_preload=False,
+)
+"""Its journals hold whole texts, so none is kept once an invocation finished; its state
+holds every text of the tenant, so none is loaded before a handler asks for a key."""
 
 
 class DocumentText(msgspec.Struct, frozen=True):

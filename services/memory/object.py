@@ -30,13 +30,16 @@ from services.contracts import (
     PROJECT_MEMORY,
     REMEMBER,
 )
-from services.durable import call
+from services.durable import NO_JOURNAL, call
 
 RECORD = "m."
 """The prefix of a record's state key; the rest is its id."""
 MAX_PAGE = 500
 
-memory = restate.VirtualObject(MEMORY, description="One scope's memory records.")
+memory = restate.VirtualObject(
+    MEMORY, description="One scope's memory records.", journal_retention=NO_JOURNAL
+)
+"""Its journals hold the records' text: none is kept once an invocation finished."""
 
 
 def problem(note: MemoryNote, key: str) -> str:

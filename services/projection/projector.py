@@ -38,7 +38,7 @@ from services.contracts import (
     PROJECTOR,
     REBUILD,
 )
-from services.durable import step_options
+from services.durable import NO_JOURNAL, step_options
 from services.ingress import AsyncIngress
 from services.observe import tracing
 from services.projection.catalog import Decided
@@ -323,7 +323,7 @@ def projector_service(
     async def key(ctx: restate.ObjectContext, key: ApiKey) -> None:
         await projection.record(keys=(key,))
 
-    @projector.handler(name=PROJECT_MEMORY.name)
+    @projector.handler(name=PROJECT_MEMORY.name, journal_retention=NO_JOURNAL)
     async def memory(ctx: restate.ObjectContext, record: MemoryRecord) -> None:
         await projection.apply(lambda store: store.record_memories((record,)))
 
@@ -350,7 +350,7 @@ def projector_service(
 def _knowledge_handlers(projector: restate.VirtualObject, projection: Projection) -> None:
     """A tenant's documents (keyed by the tenant): recorded, or gone."""
 
-    @projector.handler(name=PROJECT_DOCUMENT.name)
+    @projector.handler(name=PROJECT_DOCUMENT.name, journal_retention=NO_JOURNAL)
     async def document(ctx: restate.ObjectContext, indexed: IndexedDocument) -> None:
         await projection.apply(lambda store: store.record_document(indexed))
 

@@ -1,10 +1,11 @@
 """What Restate journaled: invocations and their journal entries, read through the admin
 API's SQL (`POST /query`, the `sys_invocation` and `sys_journal` tables).
 
-Restate drops a finished invocation's journal unless its service keeps journals: call
-`retain_journals` for each service before the invocations whose journals you want to
-read. Benchmarks and tests use this to count what a round costs (entries, bytes,
-invocations); nothing in the running system depends on it.
+restate-server keeps a finished invocation's journal for a day, unless its service or
+handler keeps none (`services.durable.NO_JOURNAL`): call `retain_journals` for each
+service before the invocations whose journals you want to read. Benchmarks and tests
+use this to count what a round costs (entries, bytes, invocations); nothing in the running
+system depends on it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from schemas.effects import Finished
 from schemas.lifecycle import Copied, Erased, WorkspaceErase, WorkspaceFork
 from schemas.workspace import WorkspaceCall, WorkspaceReply
 from services.contracts import WORKSPACE, WORKSPACE_CALL, WORKSPACE_ERASE, WORKSPACE_FORK
-from services.durable import step_options
+from services.durable import NO_JOURNAL, step_options
 from services.effects.ledger import EffectLedger
 from services.workspace.lifecycle import copy_workspace, erase_artifacts, erase_workspaces
 from services.workspace.tools import WorkspaceHost, unknown
@@ -33,6 +33,7 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
         description="Runs agents' workspace tools: sandboxed commands and files.",
         inactivity_timeout=CALL_TIMEOUT,
         abort_timeout=timedelta(seconds=30),
+        journal_retention=NO_JOURNAL,  # files, under no agent's key an erasure could purge
     )
 
     @service.handler(name=WORKSPACE_CALL.name)

@@ -14,12 +14,13 @@ from typing import Any
 import httpx
 import pytest
 
-from services.contracts import REBUILD, REBUILD_KEY, Empty
+from services.contracts import ADD_KEY, REBUILD, REBUILD_KEY, Empty
 from services.executor.scripted import script
 from services.ingress import Ingress
+from services.keys import new_key
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
-from tests.gateway.test_erasure import TABLES, Live, _restate_rows
+from tests.gateway.test_erasure import CREATED, TABLES, Live, _restate_rows
 
 pytestmark = pytest.mark.durable
 
@@ -92,6 +93,8 @@ def test_a_draft_is_never_found_released_is_found_deleted_is_gone(live: Live) ->
     assert (passage["n"], passage["section"]) == (2, "Harbour guide > Tides")
     assert GUIDE[passage["start"] :].startswith(passage["text"])
     assert [d["status"] for d in listed(live, acme)] == ["released"]
+    held = _restate_rows(live.settings, MARKER)
+    assert (held["state"], held["sys_journal"]) == (1, 0), "its text, in its state alone"
 
     gone = live.http.delete(f"/v1/knowledge/{draft['id']}", headers=acme)
     assert gone.status_code == 200, gone.text
@@ -103,6 +106,40 @@ def test_a_draft_is_never_found_released_is_found_deleted_is_gone(live: Live) ->
     assert after.status_code == 404
     assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
     assert MARKER.encode() not in (live.settings.home / "projection.db").read_bytes()
+
+
+def test_what_carries_text_keeps_no_journal_and_the_rest_keeps_a_day(live: Live) -> None:
+    """restate-server keeps a finished invocation's journal for a day unless its service
+    or handler says otherwise; what carries a document's or a memory's text, a prompt or
+    a file says none."""
+    services = {s["name"]: s for s in httpx.get(f"{live.settings.admin_url}/services").json()[
+        "services"
+    ]}  # fmt: skip
+    kept = {name: service["journal_retention"] for name, service in services.items()}
+    assert {name for name, retention in kept.items() if retention == "0s"} == {
+        "Knowledge", "Memory", "Model", "Workspace",
+    }  # fmt: skip
+    assert {name for name, retention in kept.items() if retention != "0s"} >= {
+        "Agent", "Projector", "Tenant", "Lifecycle",
+    }  # fmt: skip
+    assert {kept[name] for name in kept if kept[name] != "0s"} == {"1d"}
+    handlers = {h["name"]: h.get("journal_retention") for h in services["Projector"]["handlers"]}
+    assert (handlers["document"], handlers["memory"], handlers["events"]) == ("0s", "0s", None)
+
+    # The Tenant object keeps its journals: its `add_key` input (a key's digest) is seen
+    # there, so a journal holding a marker would be seen too.
+    _, key = new_key("journaled", "write", CREATED)
+    live.ingress.call(ADD_KEY, key, "journaled")
+    assert _restate_rows(live.settings, key.hash)["sys_journal"] >= 1
+
+    acme = live.key("acme", "write")
+    memo = f"{MARKER}-memo"
+    made = live.http.post("/v1/memory", json={"text": memo}, headers=acme)
+    assert made.status_code == 201, made.text
+    held = _restate_rows(live.settings, memo)
+    assert (held["state"], held["sys_journal"]) == (1, 0)
+    assert live.http.delete(f"/v1/memory/{made.json()['id']}", headers=acme).status_code == 204
+    assert _restate_rows(live.settings, memo) == dict.fromkeys(TABLES, 0)
 
 
 def test_another_tenants_key_finds_nothing_and_is_answered_as_if_nothing_were_there(
