@@ -35,6 +35,8 @@ SPECS: list[dict[str, Any]] = [
      "limits": {"max_tokens": 48}},
     {"kind": "asker", "instructions": "Follow the script.", "model": "script",
      "tools": {"ask_user": "allow"}},
+    {"kind": "pager", "instructions": "Follow the script.", "model": "script",
+     "tools": {"page:read_title": "allow"}},
 ]  # fmt: skip
 
 

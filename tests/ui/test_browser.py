@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
 
@@ -383,6 +384,29 @@ def test_a_reload_mid_turn_shows_the_same_timeline_once(
     open_agent(watched, ui_stack, address, seq=3)
     expect(watched.page.locator('.row.target[data-seq="3"]')).to_contain_text("tool call")
     watched.shot("event-link")
+    assert watched.errors == []
+
+
+def test_a_tool_that_runs_in_the_page_is_shown_waiting_for_the_page_without_buttons(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    address = fresh("page-call")
+    text = script({"calls": [{"name": "read_title", "arguments": {}}]}, {"reply": "{results}"})
+    title = {"name": "read_title", "description": "The page's title.", "parameters": {}}
+    with httpx.Client(base_url=ui_stack.url, timeout=30) as http:
+        sent = http.post(
+            f"/v1/agents/{address}/messages",
+            json={"text": text, "kind": "pager", "page_tools": [title]},
+            headers={"Authorization": f"Bearer {ui_stack.keys['write']}"},
+        )
+    assert sent.status_code == 202, sent.text
+    sign_in(watched, ui_stack)
+    open_agent(watched, ui_stack, address)
+    expect(row(watched, "runs in the page")).to_contain_text("read_title")
+    expect(row(watched, "runs in the page")).to_contain_text("Waiting for a page")
+    for name in ("Approve", "Deny", "Answer", "Decline"):
+        expect(watched.page.get_by_role("button", name=name)).to_have_count(0)
+    watched.shot("page-call")
     assert watched.errors == []
 
 

@@ -84,6 +84,7 @@ const BODIES = {
     `${b.request_id}: the ${b.approve ? "approval" : "denial"} changed nothing`,
     b.by ? ` (by ${b.by})` : "", `: ${b.message || b.reason.replace(/_/g, " ")}`),
   stop_refused: (e, b) => h("div", { class: "warn" }, kind("stop"), `refused: ${b.message || "no turn was in progress"}`),
+  page_call_claimed: (e, b) => h("div", {}, kind("page"), `${b.request_id} claimed by page ${b.page}`),
   turn_parked: (e, b) => h("div", { class: "warn" }, kind(`turn ${e.turn}`), `parked, still waiting for ${b.request_id}`),
   model_fallback: (e, b) => h("div", { class: "warn" }, kind("fallback"),
     `${b.model} failed (${oneLine(b.reason, 70)}); the round starts again on ${b.next}`),
@@ -121,6 +122,7 @@ function tree(children) {
 // A request the turn waits on: a call to approve, or (`ask_user`) the model's question to
 // the person, answered with its form and declined instead of denied.
 function approvalRequested(e, b, context) {
+  if (b.page) return pageCall(b, context);
   const asking = b.name === "ask_user";
   const node = asking
     ? h("div", {}, kind("question"), h("span", { class: "usage" }, b.request_id))
@@ -145,6 +147,17 @@ function approvalRequested(e, b, context) {
     h("button", { type: "button", class: "danger", onclick: () => answer(false) }, asking ? "Decline" : "Deny"),
     note,
     state.error ? h("span", { class: "bad" }, state.error) : null));
+  return node;
+}
+
+// A tool that runs in the conversation's page: a page claims it and posts its result, so
+// the console shows the request and offers no answer of its own.
+function pageCall(b, context) {
+  const node = h("div", {}, kind("runs in the page"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`,
+    h("span", { class: "usage" }, ` ${b.request_id}`));
+  if (!context.approval(b.request_id).settled) {
+    node.append(h("div", { class: "notice" }, "Waiting for a page of this conversation to run it."));
+  }
   return node;
 }
 
