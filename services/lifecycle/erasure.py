@@ -82,8 +82,11 @@ RECORDS = "erasures"
 KEEP_RECORDS = 1000
 PER_AGENT = (AGENT, SCHEDULES, PROJECTOR)
 """The objects keyed by an agent's address."""
-PER_TENANT = (TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, KNOWLEDGE, LIFECYCLE)
-"""The objects keyed by the tenant (its `Lifecycle` state, the erasure records, is kept)."""
+PER_TENANT = (
+    TENANT, TENANT_HOOKS, TENANT_SCHEDULES, TENANT_USAGE, KNOWLEDGE, PROJECTOR, LIFECYCLE,
+)  # fmt: skip
+"""The objects keyed by the tenant (its `Lifecycle` state, the erasure records, is kept);
+the `Projector`'s tenant key writes its specs, keys, documents and memories."""
 
 
 def lifecycle_object(
@@ -262,16 +265,14 @@ class IdleFound(msgspec.Struct, frozen=True):
 
 
 def memories_of(admin: RestateAdminApi, prefix: str, tenant: str | None) -> tuple[str, ...]:
-    """The keys of the `Memory` objects an erasure clears: every scope of a tenant, or the
-    own scopes of an agent and the agents under it."""
+    """The keys of the `Memory` objects an erasure clears and purges: every scope of a
+    tenant, or the own scopes of an agent and the agents under it; a scope whose records
+    were all forgotten too, while Restate keeps its finished invocations (a remembered
+    record's answer, kept for the idempotency retention)."""
     if tenant is None:
         owner = f"{parse_address(prefix).tenant}:agent:{prefix}"
-        return tuple(sorted(admin.keys_with_prefix(MEMORY, owner)))
-    rows = admin.query(
-        f"select distinct service_key from state where service_name = '{MEMORY}'"  # noqa: S608
-        f" and starts_with(service_key, '{tenant}:')"
-    )
-    return tuple(sorted(str(row["service_key"]) for row in rows))
+        return tuple(sorted(admin.keys_with_prefix(MEMORY, owner, invoked=True)))
+    return tuple(sorted(admin.keys_starting(MEMORY, f"{tenant}:", invoked=True)))
 
 
 def hooks_of(admin: RestateAdminApi, tenant: str) -> tuple[str, ...]:

@@ -48,15 +48,31 @@ class RestateAdminApi:
         rows: list[dict[str, Any]] = answer.json()["rows"]
         return rows
 
-    def keys_with_prefix(self, service: str, prefix: str) -> set[str]:
-        """Keys of `service` that hold state and are `prefix` or start with `prefix.`."""
+    def keys_with_prefix(self, service: str, prefix: str, *, invoked: bool = False) -> set[str]:
+        """Keys of `service` that hold state (or, `invoked`, have an invocation Restate
+        still knows of) and are `prefix` or start with `prefix.`."""
+        keys = self.keys_starting(service, prefix, invoked=invoked)
+        return {key for key in keys if _under(key, prefix)}
+
+    def keys_starting(self, service: str, start: str, *, invoked: bool = False) -> set[str]:
+        """Keys of `service` that start with `start` and hold state, or (`invoked`) have
+        an invocation Restate still knows of: a finished one keeps its input, its result
+        or its journal after the object's state is gone."""
         _check(service)
-        _check(prefix)
+        _check(start)
         rows = self.query(
             f"select distinct service_key from state where service_name = '{service}'"  # noqa: S608
-            f" and starts_with(service_key, '{prefix}')"
+            f" and starts_with(service_key, '{start}')"
         )
-        return {str(r["service_key"]) for r in rows if _under(str(r["service_key"]), prefix)}
+        keys = {str(r["service_key"]) for r in rows}
+        if invoked:
+            rows = self.query(
+                "select distinct target_service_key from sys_invocation"  # noqa: S608
+                f" where target_service_name = '{service}'"
+                f" and starts_with(target_service_key, '{start}')"
+            )
+            keys |= {str(r["target_service_key"]) for r in rows}
+        return keys
 
     def invocations(self, targets: Iterable[Target], *, completed: bool) -> list[str]:
         """Ids of the invocations of the targets, finished or not."""

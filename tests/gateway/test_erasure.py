@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from schemas.tenant import Scope
-from services.contracts import ADD_KEY, ERASURES, Empty
+from services.contracts import ADD_KEY, ERASURES, KNOWLEDGE, MEMORY, PROJECTOR, TENANT, Empty
 from services.executor.scripted import script
 from services.ingress import Ingress
 from services.keys import new_key
@@ -172,6 +172,45 @@ def _projection_holds(settings: Settings, marker: str) -> bool:
     return asyncio.run(read())
 
 
+def _keeps_the_marker_in_its_objects(live: Live, auth: dict[str, str]) -> None:
+    """The tenant's spec, a released document and memories hold the marker: its `Tenant`,
+    `Knowledge` and `Memory` objects, and the `Projector`'s tenant key that projected them
+    (the spec's invocation keeps its journal); one scope's records are all forgotten."""
+    marked = {**SPEC, "kind": "marked", "instructions": f"Mention {MARKER}."}
+    assert live.http.post("/v1/specs", json=marked, headers=auth).status_code == 201
+    body = {"title": "Notes", "text": f"The {MARKER} notes."}
+    document = live.http.post("/v1/knowledge", json=body, headers=auth)
+    assert document.status_code == 201, document.text
+    released = live.http.post(f"/v1/knowledge/{document.json()['id']}/release", headers=auth)
+    assert released.status_code == 200, released.text
+    kept = live.http.post("/v1/memory", json={"text": f"kept {MARKER}"}, headers=auth)
+    assert kept.status_code == 201, kept.text
+    mine = {"scope": "user", "user": "u9"}
+    forgotten = live.http.post("/v1/memory", json={"text": f"gone {MARKER}", **mine}, headers=auth)
+    assert forgotten.status_code == 201, forgotten.text
+    gone = live.http.delete(f"/v1/memory/{forgotten.json()['id']}", params=mine, headers=auth)
+    assert gone.status_code == 204, gone.text
+
+
+def _invocations_of(settings: Settings, tenant: str) -> dict[str, tuple[str, str]]:
+    """The invocations Restate knows of (finished ones too) of the objects keyed by the
+    tenant (`Projector`, `Knowledge`, `Tenant`) or by one of its memory scopes: id →
+    (service, key)."""
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query("select id, target_service_name, target_service_key from sys_invocation")
+    finally:
+        admin.close()
+    found = {}
+    for row in rows:
+        service, key = str(row["target_service_name"]), str(row["target_service_key"] or "")
+        if (key == tenant and service in (PROJECTOR, KNOWLEDGE, TENANT)) or (
+            service == MEMORY and key.startswith(f"{tenant}:")
+        ):
+            found[str(row["id"])] = (service, key)
+    return found
+
+
 def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched(
     live: Live, record_property: Any
 ) -> None:
@@ -198,10 +237,15 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
         "acme.busy to be running",
     )
     live.send(acme, "acme.busy", f"queued {MARKER}")
+    _keeps_the_marker_in_its_objects(live, acme)
     home = live.settings.home
     assert _files_holding(home / "workspaces", MARKER)
     assert _files_holding(home / "archive", MARKER)
-    assert _restate_rows(live.settings, MARKER)["state"] > 0
+    held = _restate_rows(live.settings, MARKER)
+    assert held["state"] > 0
+    assert held["sys_journal"] > 0, "the agents' finished wakes keep their journals a day"
+    keyed = _invocations_of(live.settings, "acme")
+    assert {service for service, _ in keyed.values()} >= {PROJECTOR, MEMORY}
 
     erased = live.http.delete("/v1/tenant", headers=acme)
 
@@ -219,6 +263,7 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
         assert live.ingress.timeline(address).events == ()
     assert live.http.get("/v1/specs", headers=fresh).json() == {"versions": []}
     assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
+    assert set(_invocations_of(live.settings, "acme")) & set(keyed) == set(), "purged"
     assert not _projection_holds(live.settings, MARKER)
     for place in ("workspaces", "artifacts", "archive", "logs"):
         assert _files_holding(home / place, MARKER) == [], place
