@@ -334,3 +334,6 @@ class TurnState(msgspec.Struct, frozen=True):
     them after the fold summaries, so the stable prefix stays the same)."""
     page_tools: tuple[ToolDefinition, ...] = ()
     """The tools the page that sent the turn's message runs itself (`Message.page_tools`)."""
+    user: str = ""
+    """The end user whose message started the turn (`Message.user`), whose memory scope
+    the turn's memory tools and prompt use; empty for a tenant-wide key's message."""

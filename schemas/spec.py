@@ -85,6 +85,18 @@ MAX_INPUT_SCHEMA = 16_384
 WHOLE_LIMITS = frozenset(f.name for f in msgspec.structs.fields(Limits) if f.type is int)
 
 
+class MemorySettings(msgspec.Struct, frozen=True):
+    """How the kind's turns use memory (docs/memory.md)."""
+
+    tenant_writes: bool = False
+    """Let `remember` write tenant-wide memory (`scope: tenant`) in a turn an end user's
+    message started; off, such a write is refused, so what one user says never reaches
+    the prompts of the tenant's other users. A turn without an end user may always."""
+    extract: bool = False
+    """After each turn that succeeded, one more model step asks for the facts worth keeping
+    from it, and keeps them (in the end user's scope, else the agent's own)."""
+
+
 class AgentSpec(msgspec.Struct, frozen=True):
     kind: str
     instructions: str
@@ -126,6 +138,8 @@ class AgentSpec(msgspec.Struct, frozen=True):
     composition: Composition | None = None
     """Stages of other kinds this kind runs as children, as data (docs/multi-agent.md): a
     spec with one is run by the `composition` harness."""
+    memory: MemorySettings = MemorySettings()
+    """How its turns use memory: tenant-wide writes in end users' turns, extraction."""
 
 
 def grants(spec: AgentSpec) -> dict[str, Policy]:

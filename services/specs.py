@@ -36,6 +36,7 @@ from schemas.spec import (
     WHOLE_LIMITS,
     AgentSpec,
     Limits,
+    MemorySettings,
     grants,
 )
 from services.compositions import check_composition
@@ -118,6 +119,8 @@ def parse_spec(
     if isinstance(limits, dict):
         _known_fields(limits, Limits, "limits.", problems)
         _limits_in_bounds(limits, problems)
+    if isinstance(memory := raw.get("memory"), dict):
+        _known_fields(memory, MemorySettings, "memory.", problems)
     # Decoding needs the fields above to be right: decode what is known of the rest.
     known = {k: v for k, v in raw.items() if k in AgentSpec.__struct_fields__ and k != "version"}
     if isinstance(limits, dict):
@@ -181,7 +184,7 @@ def _known_fields(
     for name in sorted(set(raw) - {*known, "version"}):
         close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
         hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
-        what = "Limits are" if prefix else "A spec has"
+        what = {"limits.": "Limits are", "memory.": "Memory settings are"}.get(prefix, "A spec has")
         problems.add(
             f"unknown field '{prefix}{name}'.{hint} {what}: {', '.join(known)}.",
             f"{prefix}{name}",

@@ -79,7 +79,13 @@ from services.agent.arrivals import QUEUE_LIMIT
 from services.agent.books import Books, Clock, model_events
 from services.agent.endings import ending, kept, status
 from services.agent.funding import agent_refusal, opening_want, tenant_refusal
-from services.agent.grants import PolicyError, definitions, first_message, spawn_refusal
+from services.agent.grants import (
+    PolicyError,
+    definitions,
+    first_message,
+    spawn_refusal,
+    tenant_writes,
+)
 from services.agent.machine import (
     Drive,
     Effect,
@@ -308,7 +314,12 @@ class Driver:
             return turn
         asked = next((m.content for m in turn.messages if m.role == "user"), "")
         found = await self._ctx.run_typed(
-            "memories", self._tools.relevant, step_options(MemoryShown), self._address, asked
+            "memories",
+            self._tools.relevant,
+            step_options(MemoryShown),
+            self._address,
+            asked,
+            turn.user,
         )
         return msgspec.structs.replace(turn, memories=found.records)
 
@@ -533,6 +544,8 @@ class Driver:
                 call_,
                 command.idempotency_key,
                 self._address,
+                books.turn.user,
+                tenant_writes(books.turn),
             )
         self._clock = self._clock.saw(result.started, result.finished)
         if at := result.started or self._clock.now:

@@ -88,10 +88,13 @@ def spawn_refusal(turn: TurnState, command: Spawn, spawns: int, lent: int) -> st
 def first_message(command: Spawn, parent: ParentRef, turn: TurnState) -> Message:
     """The message `turn`'s spawn sends its child: its task, with the published kind it
     runs (a composition's stage) or the spec it inherits, and its shares of the bounds
-    (the agents and tokens the spawn gave it, the parent's depth bound)."""
+    (the agents and tokens the spawn gave it, the parent's depth bound). A child works
+    for the end user its parent's turn works for, and keeps to that user's memory."""
     spec, kind = (None, command.kind) if command.kind else (command.spec, None)
     message = Message(command.task, spec, kind, parent, command.depth, command.budget)
-    return msgspec.structs.replace(message, tokens=command.tokens, max_depth=depth_limit(turn))
+    return msgspec.structs.replace(
+        message, tokens=command.tokens, max_depth=depth_limit(turn), user=turn.user
+    )
 
 
 def _answered(turn: TurnState, call: ToolCall) -> bool:
@@ -99,3 +102,9 @@ def _answered(turn: TurnState, call: ToolCall) -> bool:
     if not isinstance(phase, AwaitingApproval) or phase.approval.call.id != call.id:
         return False
     return bool(phase.approval.answer) or phase.approval.asked is not None
+
+
+def tenant_writes(turn: TurnState) -> bool:
+    """Whether the turn's `remember` may write tenant-wide memory: a turn without an end
+    user may, one an end user's message started only when its spec says so."""
+    return not turn.user or turn.spec.memory.tenant_writes

@@ -255,6 +255,7 @@ def _begin(record: AgentRecord, message: Message, spec: AgentSpec, *, direct: bo
         parent=message.parent,
         depth=message.depth,
         page_tools=message.page_tools,
+        user=message.user,
     )
     if message.parent is not None:  # what it may make, use and reach: shares of its parent's
         turn = msgspec.structs.replace(

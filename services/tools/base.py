@@ -37,6 +37,11 @@ class ToolContext:
     """Agent, turn, round and call id. A side effect keyed by it must happen at most once."""
     home: Path
     """The data directory; a tool keeps its files below it."""
+    user: str = ""
+    """The end user whose message started the turn; empty for a tenant-wide key's."""
+    tenant_writes: bool = True
+    """Whether the turn may write tenant-wide memory: always without an end user, with one
+    only when its spec says so (`memory.tenant_writes`)."""
 
 
 class Tool(Protocol):

@@ -1,6 +1,9 @@
 """The memory tools: `remember` keeps a record, `search_memory` finds records. The scope
-is the server's: the calling agent's own (`agent`) or its tenant's (`tenant`), both taken
-from the agent's address, never from what the model writes."""
+is the server's: the calling agent's own (`agent`, from its address), the end user's
+(`user`, from the message that started the turn) or its tenant's (`tenant`), never from
+what the model writes. In a turn an end user started, `remember` keeps to the user's scope
+unless asked for the agent's, and is refused the tenant's unless the spec allows it, so
+what one user tells a model never reaches the prompts of the tenant's other users."""
 
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ Remember = Callable[[MemoryNote], MemoryAnswer]
 REMEMBER_DEFINITION = ToolDefinition(
     name=REMEMBER,
     description=(
-        "Keep a short note for later conversations: `agent` (the default) for this agent "
-        "only, `tenant` for every agent of the organisation."
+        "Keep a short note for later conversations: by default for the person you are "
+        "talking to (or, when none is signed in, for this agent only); `agent` for this "
+        "agent only, `tenant` for every agent of the organisation."
     ),
     parameters={
         "type": "object",
@@ -45,7 +49,10 @@ REMEMBER_DEFINITION = ToolDefinition(
 )
 SEARCH_DEFINITION = ToolDefinition(
     name=SEARCH_MEMORY,
-    description="Find notes kept earlier (this agent's and the organisation's) by words.",
+    description=(
+        "Find notes kept earlier (this agent's, the person's you are talking to and the "
+        "organisation's) by words."
+    ),
     parameters={
         "type": "object",
         "properties": {"query": {"type": "string", "description": "Words to look for."}},
@@ -54,9 +61,32 @@ SEARCH_DEFINITION = ToolDefinition(
 )
 
 
-def scopes(agent: str) -> tuple[MemoryScope, MemoryScope]:
+TENANT_REFUSED = (
+    "remember cannot keep tenant-wide notes in a conversation with a signed-in user: what "
+    "one user says is kept for that user only (the spec's memory.tenant_writes allows it)."
+)
+
+
+def scopes(agent: str, user: str = "") -> tuple[MemoryScope, ...]:
+    """The scopes a turn of `agent` may read: its own, the end user's when a user's
+    message started the turn, and its tenant's."""
     tenant = tenant_of(agent)
-    return MemoryScope(tenant, "agent", agent), MemoryScope(tenant, "tenant")
+    own = MemoryScope(tenant, "agent", agent)
+    mine = (MemoryScope(tenant, "user", user),) if user else ()
+    return own, *mine, MemoryScope(tenant, "tenant")
+
+
+def written_scope(scope: object, context: ToolContext) -> MemoryScope:
+    """Where a `remember` call keeps its note: the turn's end user's scope by default
+    (without one, the agent's), the agent's or the tenant's when asked and allowed."""
+    tenant = tenant_of(context.agent)
+    if scope == "tenant":
+        if not context.tenant_writes:
+            raise ToolError(TENANT_REFUSED)
+        return MemoryScope(tenant, "tenant")
+    if scope != "agent" and context.user:
+        return MemoryScope(tenant, "user", context.user)
+    return MemoryScope(tenant, "agent", context.agent)
 
 
 def remember_tool(send: Remember) -> FunctionTool:
@@ -66,8 +96,7 @@ def remember_tool(send: Remember) -> FunctionTool:
             raise ToolError("remember needs `text`, what to remember.")
         if len(text) > MAX_MEMORY_CHARS:
             raise ToolError(f"remember keeps at most {MAX_MEMORY_CHARS} characters.")
-        own, tenant = scopes(context.agent)
-        chosen = tenant if scope == "tenant" else own
+        chosen = written_scope(scope, context)
         answer = send(MemoryNote(chosen, "semantic" if kind == "semantic" else "episodic", text))
         if answer.record is None:
             raise ToolError(answer.problem)
@@ -81,7 +110,9 @@ def search_tool(projection: Path) -> FunctionTool:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("search_memory needs `query`, words to look for.")
-        found = search_now(projection, MemorySearch(query, scopes(context.agent), SHOWN))
+        found = search_now(
+            projection, MemorySearch(query, scopes(context.agent, context.user), SHOWN)
+        )
         notes = [{"id": h.record.id, "text": h.record.text} for h in found]
         return canonical({"memories": notes})
 

@@ -59,10 +59,11 @@ class ToolRegistry:
     def definitions(self) -> tuple[ToolDefinition, ...]:
         return tuple(sorted((t.definition for t in self._tools.values()), key=lambda d: d.name))
 
-    def relevant(self, agent: str, text: str) -> MemoryShown:
-        """The memory records most relevant to `text` in the agent's scopes (its own and
-        its tenant's), from the projection this process keeps."""
-        search = MemorySearch(text, scopes(agent), SHOWN_AT_TURN_START)
+    def relevant(self, agent: str, text: str, user: str = "") -> MemoryShown:
+        """The memory records most relevant to `text` in the agent's scopes (its own, the
+        end user's when a user's message started the turn, and its tenant's), from the
+        projection this process keeps."""
+        search = MemorySearch(text, scopes(agent, user), SHOWN_AT_TURN_START)
         hits = search_now(self._home / "projection.db", search)
         return MemoryShown(tuple(hit.record for hit in hits))
 
@@ -71,27 +72,30 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return tool is not None and tool.effects
 
-    def run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
+    def run(
+        self, call: ToolCall, key: str, agent: str, user: str = "", tenant_writes: bool = True
+    ) -> ToolResult:
         """Run one call, stamped with when it ran (inside the journaled step, so a replay
         reads the same times). Never raises for the tool's own failures: they become
-        results."""
+        results. `user` and `tenant_writes` are the turn's (`ToolContext`)."""
         started = time.time()  # noqa: TID251 - inside the journaled step
-        result = self._run(call, key, agent)
+        result = self._run(call, ToolContext(agent, key, self._home, user, tenant_writes))
         finished = time.time()  # noqa: TID251 - inside the journaled step
         return msgspec.structs.replace(result, started=started, finished=finished)
 
-    def _run(self, call: ToolCall, key: str, agent: str) -> ToolResult:
+    def _run(self, call: ToolCall, context: ToolContext) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:
             return _result(call, "error", f"No tool named {call.name!r} is installed.")
         if not tool.effects:
-            return self._call(tool, call, ToolContext(agent, key, self._home))
+            return self._call(tool, call, context)
+        key = context.idempotency_key
         claim = self._ledger.begin(key)
         if not claim.first:
             if claim.finished is None:
                 return _result(call, "unknown", UNKNOWN_OUTCOME)
             return claim.finished.result
-        result = self._call(tool, call, ToolContext(agent, key, self._home))
+        result = self._call(tool, call, context)
         self._ledger.finish(key, Finished(result))
         return result
 
