@@ -4,8 +4,9 @@
 #                   (Arize Phoenix, the trace store of the tracing tests); restate-server and
 #                   the AG-UI JS client via npm; Debian's chromium (browser tests),
 #                   bubblewrap, slirp4netns, nftables and btrfs-progs (the sandbox and the
-#                   workspaces' filesystem) and haproxy (the
-#                   TLS example in docs/production.md) via apt
+#                   workspaces' filesystem), haproxy (the
+#                   TLS example in docs/production.md) and postgresql (the PostgreSQL
+#                   projection store's tests) via apt
 #   make lint       ruff check + ruff format --check
 #   make typecheck  mypy (strict; configured in pyproject.toml)
 #   make test       install, lint, typecheck, then pytest
@@ -46,9 +47,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .DEFAULT_GOAL := test
-.PHONY: install bwrap lint typecheck test bench up fmt clean npm-missing
+.PHONY: install bwrap postgresql lint typecheck test bench up fmt clean npm-missing
 
-install: $(PYTHON_STAMP) $(NPM_STAMP) $(TRACE_STORE_STAMP) bwrap $(CHROMIUM) $(HAPROXY)
+install: $(PYTHON_STAMP) $(NPM_STAMP) $(TRACE_STORE_STAMP) bwrap $(CHROMIUM) $(HAPROXY) postgresql
 
 # Workspace commands run in bubblewrap; a sandbox with network also needs slirp4netns (its
 # user-mode network stack) and nftables (its firewall); the workspaces' filesystem (a btrfs
@@ -109,6 +110,19 @@ $(HAPROXY):
 	else \
 	  echo "haproxy is missing: docs/production.md's TLS example needs it (Debian/Ubuntu:" \
 	    "sudo apt-get install haproxy; elsewhere your system's haproxy package)."; \
+	fi
+
+# The PostgreSQL store's tests start a cluster of their own with initdb and pg_ctl (Debian
+# keeps them in /usr/lib/postgresql/VERSION/bin, off the PATH).
+postgresql:
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -q && apt-get install -y -q postgresql; \
+	else \
+	  echo "postgresql is missing: the PostgreSQL projection store's tests need initdb and" \
+	    "pg_ctl (Debian/Ubuntu: sudo apt-get install postgresql; elsewhere your system's" \
+	    "PostgreSQL server package)."; \
 	fi
 
 lint: install

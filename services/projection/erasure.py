@@ -3,7 +3,6 @@ only): the rows of one agent and the agents under it, or of a whole tenant."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +118,7 @@ async def securely(
     await db.execute_fetchall("pragma wal_checkpoint(truncate)")
 
 
-def _ledger_keys(calls: Iterable[sqlite3.Row], asked: Iterable[sqlite3.Row]) -> tuple[str, ...]:
+def _ledger_keys(calls: Iterable[Sequence[Any]], asked: Iterable[Sequence[Any]]) -> tuple[str, ...]:
     """The idempotency keys of the tool calls (`agent/tTURN/rROUND/CALL`), and of each leg
     a call was sent again with a person's answer: a call asked as many times as its
     `approval_requested` events say, each answer a key of its own (`leg_key`)."""

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from schemas.knowledge import Document, DocumentSearch, IndexedDocument, PassageHit
 from services.knowledge.passages import LONGEST, MAX_HEADING, TARGET, passages
-from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide
+from tests.projection.conftest import SqliteStores, Stores
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 MANUAL = """# Setup
@@ -68,9 +69,9 @@ def document(id_: str, tenant: str, text: str, *, released: bool) -> IndexedDocu
     return IndexedDocument(done, cut)
 
 
-def run_with_store(tmp_path: Path, work: Callable[[ProjectionStore], Awaitable[None]]) -> None:
+def run_with_store(stores: Stores, work: Callable[[ReadSide], Awaitable[None]]) -> None:
     async def run() -> None:
-        async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        async with await stores.fresh() as store:
             for indexed in (
                 document("doc1", "acme", MANUAL, released=True),
                 document("doc2", "acme", "Ports of a draft.", released=False),
@@ -86,8 +87,8 @@ def cited(hits: list[PassageHit]) -> list[tuple[str, int]]:
     return [(hit.document, hit.passage.n) for hit in hits]
 
 
-def test_only_released_passages_of_the_tenant_are_found(tmp_path: Path) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_only_released_passages_of_the_tenant_are_found(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         assert cited(await store.search_documents(DocumentSearch("acme", "ports"))) == [("doc1", 2)]
         assert cited(await store.search_documents(DocumentSearch("globex", "ports"))) == [
             ("doc3", 1)
@@ -98,13 +99,11 @@ def test_only_released_passages_of_the_tenant_are_found(tmp_path: Path) -> None:
         assert [d.id for d in await store.documents("acme")] == ["doc1", "doc2"]
         assert await store.document("globex", "doc1") is None
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
-def test_recording_again_changes_nothing_and_a_late_draft_never_unreleases(
-    tmp_path: Path,
-) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_recording_again_changes_nothing_and_a_late_draft_never_unreleases(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         before = cited(await store.search_documents(DocumentSearch("acme", "install ports")))
         await store.record_document(document("doc1", "acme", MANUAL, released=True))
         await store.record_document(document("doc1", "acme", MANUAL, released=False))
@@ -114,13 +113,14 @@ def test_recording_again_changes_nothing_and_a_late_draft_never_unreleases(
         assert kept is not None
         assert kept.status == "released"
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
 def test_a_deleted_document_leaves_no_word_in_the_file(tmp_path: Path) -> None:
+    """SQLite's file (PostgreSQL's erasure vacuums instead: `postgres.py`)."""
     marker = "quokka-umber-2207"
 
-    async def work(store: ProjectionStore) -> None:
+    async def work(store: ReadSide) -> None:
         await store.record_document(document("doc9", "acme", f"The {marker} fact.", released=True))
         assert await store.search_documents(DocumentSearch("acme", marker))
         await store.forget_document("globex", "doc9")  # another tenant's delete: nothing
@@ -129,5 +129,6 @@ def test_a_deleted_document_leaves_no_word_in_the_file(tmp_path: Path) -> None:
         assert await store.search_documents(DocumentSearch("acme", marker)) == []
         assert await store.document("acme", "doc9") is None
 
-    run_with_store(tmp_path, work)
-    assert marker.encode() not in (tmp_path / "p.db").read_bytes()
+    sqlite = SqliteStores(tmp_path)
+    run_with_store(sqlite, work)
+    assert marker.encode() not in sqlite.path.read_bytes()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from services.projection.memories import match_expression
-from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide
+from tests.projection.conftest import SqliteStores, Stores
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 U = MemoryScope("acme", "user", "u1")
@@ -33,9 +34,9 @@ RECORDS = (
 )
 
 
-def run_with_store(tmp_path: Path, work: Callable[[ProjectionStore], Awaitable[None]]) -> None:
+def run_with_store(stores: Stores, work: Callable[[ReadSide], Awaitable[None]]) -> None:
     async def run() -> None:
-        async with await ProjectionStore.open(tmp_path / "p.db") as store:
+        async with await stores.fresh() as store:
             await store.record_memories(RECORDS)
             await work(store)
 
@@ -46,10 +47,8 @@ def ids(hits: list[MemoryHit]) -> list[str]:
     return [hit.record.id for hit in hits]
 
 
-def test_a_search_finds_only_what_its_scopes_hold_and_never_another_tenants(
-    tmp_path: Path,
-) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_a_search_finds_only_what_its_scopes_hold_and_never_another_tenants(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         mine = await store.search_memories(MemorySearch("tea", (U, ACME, BOT), limit=10))
         assert sorted(ids(mine)) == ["m1", "m3", "m4"]
         assert ids(await store.search_memories(MemorySearch("tea", (V,)))) == ["m2"]
@@ -59,11 +58,11 @@ def test_a_search_finds_only_what_its_scopes_hold_and_never_another_tenants(
         assert await store.search_memories(MemorySearch("tea", (U, OTHER))) == []
         assert await store.search_memories(MemorySearch("tea", ())) == []
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
-def test_ranking_is_bm25_and_the_limit_applies_after_the_scope(tmp_path: Path) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_ranking_is_bm25_and_the_limit_applies_after_the_scope(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         await store.record_memories(
             [record(f"n{i}", V, f"green tea number {i}") for i in range(20)]
         )
@@ -74,13 +73,11 @@ def test_ranking_is_bm25_and_the_limit_applies_after_the_scope(tmp_path: Path) -
         ranked = await store.search_memories(MemorySearch("green tea", (V,), limit=3))
         assert [h.rank for h in ranked] == sorted(h.rank for h in ranked)
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
-def test_a_record_indexed_twice_is_one_and_a_forgotten_one_is_never_found(
-    tmp_path: Path,
-) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_a_record_indexed_twice_is_one_and_a_forgotten_one_is_never_found(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         await store.record_memories(RECORDS[:1])
         assert len(await store.memories(U)) == 1
         await store.forget_memories("globex", ["m1"])  # another tenant's delete: nothing
@@ -92,7 +89,7 @@ def test_a_record_indexed_twice_is_one_and_a_forgotten_one_is_never_found(
         assert await store.search_memories(MemorySearch("tea", (V,))) == []
         assert ids(await store.search_memories(MemorySearch("tea", (ACME,)))) == ["m3"]
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
 def test_query_words_are_never_read_as_operators() -> None:
@@ -103,19 +100,21 @@ def test_query_words_are_never_read_as_operators() -> None:
 
 
 def test_a_forgotten_records_words_are_nowhere_in_the_file(tmp_path: Path) -> None:
+    """SQLite's file (PostgreSQL's erasure vacuums instead: `postgres.py`)."""
     marker = "zebrafinch9431"
 
-    async def work(store: ProjectionStore) -> None:
+    async def work(store: ReadSide) -> None:
         await store.record_memories([record("secret", U, f"the code word is {marker}")])
-        assert marker.encode() in (tmp_path / "p.db").read_bytes() + wal(tmp_path)
+        assert marker.encode() in sqlite.path.read_bytes() + wal(sqlite.path)
         await store.forget_scope(U)
 
-    run_with_store(tmp_path, work)
-    assert marker.encode() not in (tmp_path / "p.db").read_bytes() + wal(tmp_path)
+    sqlite = SqliteStores(tmp_path)
+    run_with_store(sqlite, work)
+    assert marker.encode() not in sqlite.path.read_bytes() + wal(sqlite.path)
 
 
-def test_erasing_a_tenant_or_an_agent_erases_its_memories(tmp_path: Path) -> None:
-    async def work(store: ProjectionStore) -> None:
+def test_erasing_a_tenant_or_an_agent_erases_its_memories(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
         await store.erase("acme.bot")
         assert await store.memories(BOT) == []
         assert len(await store.memories(U)) == 1
@@ -123,9 +122,9 @@ def test_erasing_a_tenant_or_an_agent_erases_its_memories(tmp_path: Path) -> Non
         assert [await store.memories(s) for s in (U, V, ACME)] == [[], [], []]
         assert len(await store.memories(OTHER)) == 1
 
-    run_with_store(tmp_path, work)
+    run_with_store(stores, work)
 
 
-def wal(folder: Path) -> bytes:
-    path = folder / "p.db-wal"
+def wal(database: Path) -> bytes:
+    path = Path(f"{database}-wal")
     return path.read_bytes() if path.exists() else b""

@@ -1,0 +1,64 @@
+"""What only the PostgreSQL store does: its notices of new events, heard on another
+connection when a commit holds events (and never for one rolled back); and the choice of
+store by URL."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from schemas.tenant import ApiKey
+from services.projection.postgres import CHANNEL, PostgresStore
+from services.projection.store import ProjectionStore
+from services.projection.stores import open_store
+from tests.fixtures.postgres import Cluster
+from tests.projection.test_store import EVENTS, T0, timeline
+
+
+async def heard(listener: psycopg.AsyncConnection[Any], count: int) -> list[str]:
+    payloads: list[str] = []
+    async for notice in listener.notifies(timeout=10):
+        payloads.append(notice.payload)
+        if len(payloads) == count:
+            break
+    return payloads
+
+
+def test_a_commit_tells_every_listener_each_agents_newest_seq(postgres: Cluster) -> None:
+    url = postgres.database()
+    later = timeline("acme.a", 4)[9:]
+    bad_key = ApiKey("k", "acme", "nonsense", "h", T0)  # type: ignore[arg-type] # refused
+
+    async def run() -> tuple[list[str], list[str]]:
+        listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        async with listener, await PostgresStore.open(url) as store:
+            await listener.execute(f"listen {CHANNEL}")
+            await store.record_events(EVENTS)
+            first = await heard(listener, 3)
+            with pytest.raises(psycopg.errors.CheckViolation):
+                await store.record(events=timeline("other.c", 2), keys=(bad_key,))
+            await store.record_events(later)
+            return first, await heard(listener, 1)
+
+    first, second = asyncio.run(run())
+    assert first == ["acme.a 9", "acme.b 6", "other.c 3"]
+    # The rolled-back batch told nobody: the next notice is the next commit's.
+    assert second == [f"acme.a {later[-1].seq}"]
+
+
+def test_the_url_chooses_the_store(postgres: Cluster, tmp_path: Path) -> None:
+    async def run() -> tuple[type, type]:
+        async with (
+            await open_store("", tmp_path) as embedded,
+            await open_store(postgres.database(), tmp_path) as shared,
+        ):
+            return type(embedded), type(shared)
+
+    assert asyncio.run(run()) == (ProjectionStore, PostgresStore)
+    assert (tmp_path / "projection.db").exists()
+    with pytest.raises(ValueError, match=r"not a PostgreSQL URL: give postgresql://"):
+        asyncio.run(open_store("mysql://db/x", tmp_path))
