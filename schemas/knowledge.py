@@ -98,13 +98,13 @@ class DocumentSearch(msgspec.Struct, frozen=True):
 
 
 class PassageHit(msgspec.Struct, frozen=True):
-    """A passage a search found, with the document it cites and its rank (BM25: lower is
-    more relevant)."""
+    """A passage a search found, with the document it cites. Hits come most relevant
+    first; no score is given: BM25's is computed over the index every tenant shares, so
+    its value would tell of other tenants' words."""
 
     document: str
     title: str
     passage: Passage
-    rank: float
 
 
 class PassageList(msgspec.Struct, frozen=True):

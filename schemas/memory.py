@@ -41,10 +41,11 @@ class MemoryRecord(msgspec.Struct, frozen=True):
 
 
 class MemoryHit(msgspec.Struct, frozen=True):
-    """A record a search found, with its rank (BM25: lower is more relevant)."""
+    """A record a search found. Hits come most relevant first; no score is given: BM25's
+    is computed over the index every tenant shares, so its value would tell of other
+    tenants' words."""
 
     record: MemoryRecord
-    rank: float
 
 
 class MemoryList(msgspec.Struct, frozen=True):

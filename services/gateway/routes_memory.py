@@ -89,7 +89,7 @@ async def remember(
     responses={
         200: json_of(
             ("MemoryHitList", "MemoryList"),
-            "With `q`, the records found with their rank; without, the scope's records.",
+            "With `q`, the records found, most relevant first; without, the scope's records.",
         ),
         **errors(400, 401, 404, 503),
     },

@@ -3,7 +3,9 @@ released ones in `passages`, their text in an FTS5 index over it, searched by BM
 one tenant (the projector's writer only writes it; it is derived data).
 
 The tenant and the document's status are conditions of the query that ranks, so a
-passage of another tenant's document, or of a draft, is never among the results.
+passage of another tenant's document, or of a draft, is never among the results. The
+score is not given out: BM25 weighs words by how rare they are in the whole index, which
+every tenant shares.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def search_query(search: DocumentSearch) -> tuple[str, tuple[object, ...]] | Non
     if not expression or not search.tenant:
         return None
     sql = (
-        "select p.document, d.title, p.n, p.start, p.section, p.text, bm25(passage_text)"
+        "select p.document, d.title, p.n, p.start, p.section, p.text"
         " from passage_text join passages p on p.rowid = passage_text.rowid"
         " join documents d on d.id = p.document"
         " where passage_text match ? and p.tenant = ? and d.tenant = p.tenant"
@@ -82,10 +84,9 @@ def search_query(search: DocumentSearch) -> tuple[str, tuple[object, ...]] | Non
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
     return [
-        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])),
-                   float(r[6]))
+        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])))
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 async def search(db: aiosqlite.Connection, search: DocumentSearch) -> list[PassageHit]:

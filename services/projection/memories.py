@@ -4,7 +4,9 @@ writes it; it is derived data).
 
 The scope is a condition of the query that ranks: FTS5 ranks only the rows that match
 both the words and the scopes, so a record outside them is never among the results,
-whatever its rank would have been. The tenant is one of those conditions, always.
+whatever its rank would have been. The tenant is one of those conditions, always. The
+score is not given out: BM25 weighs words by how rare they are in the whole index, which
+every tenant shares.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def search_query(search: MemorySearch) -> tuple[str, tuple[object, ...]] | None:
     for scope in scopes:
         args += [scope.kind, scope.owner]
     sql = (
-        f"select {_COLUMNS}, bm25(memory_text) from memory_text"  # noqa: S608 - placeholders
+        f"select {_COLUMNS} from memory_text"  # noqa: S608 - placeholders
         " join memories m on m.rowid = memory_text.rowid"
         f" where memory_text match ? and m.tenant = ? and ({within})"
         " order by bm25(memory_text), m.id limit ?"
@@ -116,7 +118,7 @@ def search_query(search: MemorySearch) -> tuple[str, tuple[object, ...]] | None:
 
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[MemoryHit]:
-    return [MemoryHit(_record(row), float(row[7])) for row in rows]
+    return [MemoryHit(_record(row)) for row in rows]
 
 
 async def search(db: aiosqlite.Connection, search: MemorySearch) -> list[MemoryHit]:

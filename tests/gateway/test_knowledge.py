@@ -89,6 +89,7 @@ def test_a_draft_is_never_found_released_is_found_deleted_is_gone(live: Live) ->
     assert released.json()["status"] == "released"
     hits = eventually(lambda: found(live, acme, f"{MARKER} tide") or None, 5, "the release")
     assert [(h["document"], h["title"]) for h in hits] == [(draft["id"], "Harbour guide")]
+    assert hits[0].keys() == {"document", "title", "passage"}, "no score of the shared index"
     passage = hits[0]["passage"]
     assert (passage["n"], passage["section"]) == (2, "Harbour guide > Tides")
     assert GUIDE[passage["start"] :].startswith(passage["text"])

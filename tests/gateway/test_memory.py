@@ -62,6 +62,7 @@ def test_a_users_memories_are_theirs_within_their_tenant_and_forgotten_everywher
 
     hits = found(live, acme, "short answers", **u1)
     assert [h["record"]["id"] for h in hits] == [mine["id"]]
+    assert hits[0].keys() == {"record"}, "no score of the shared index"
     assert found(live, acme, MARKER, scope="user", user="v1") == []
     assert found(live, acme, MARKER) == []  # the tenant's own scope is another scope
     # Another tenant's key, the same user id: nothing there, and nothing to delete.

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
+
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from services.projection.memories import match_expression
 from services.projection.stores import ReadSide
@@ -65,13 +67,16 @@ def test_ranking_is_bm25_and_the_limit_applies_after_the_scope(stores: Stores) -
     async def work(store: ReadSide) -> None:
         await store.record_memories(
             [record(f"n{i}", V, f"green tea number {i}") for i in range(20)]
+            + [record("best", V, "green tea")]
         )
         hits = await store.search_memories(MemorySearch("short answers", (U, V), limit=1))
         assert ids(hits) == ["m1"]
         # However many of V's records match, a search of U's scope finds none of them.
         assert ids(await store.search_memories(MemorySearch("green", (U,)))) == []
+        # The shortest record holding both words first, then the ties in id order.
         ranked = await store.search_memories(MemorySearch("green tea", (V,), limit=3))
-        assert [h.rank for h in ranked] == sorted(h.rank for h in ranked)
+        assert ids(ranked) == ["best", "n0", "n1"]
+        assert msgspec.json.decode(msgspec.json.encode(ranked[0])).keys() == {"record"}
 
     run_with_store(stores, work)
 
