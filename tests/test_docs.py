@@ -79,3 +79,37 @@ def test_every_teaspill_command_the_docs_show_exists() -> None:
     assert shown
     unknown = sorted(words for words in shown if not known(words[:1]))
     assert unknown == []
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors a page has: its headings as the renderer names them (lower case, words
+    joined by hyphens, punctuation dropped, a repeat numbered), and any `<a id="...">`."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in re.sub(r"```.*?```", "", path.read_text(), flags=re.S).splitlines():
+        found.update(re.findall(r'<a (?:id|name)="([^"]+)"', line))
+        heading = re.match(r"#{1,6} (.*)", line)
+        if heading is None:
+            continue
+        words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1).strip().lower())
+        name = re.sub(r"[^\w\- ]", "", words).replace(" ", "-")
+        repeat = seen.get(name, 0)
+        seen[name] = repeat + 1
+        found.add(f"{name}-{repeat}" if repeat else name)
+    return found
+
+
+def test_every_link_between_pages_reaches_its_page_and_section() -> None:
+    broken = []
+    for source in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", source.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            name, _, anchor = target.partition("#")
+            page_ = source.parent / name if name else source
+            if not page_.exists():
+                broken.append(f"{source.name}: {target} (no such file)")
+            elif anchor and page_.suffix == ".md" and anchor not in anchors(page_):
+                broken.append(f"{source.name}: {target} (no such section)")
+    assert broken == []
