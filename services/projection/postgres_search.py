@@ -7,7 +7,9 @@ are conditions of the query that ranks: only the rows that pass them are matched
 ranked, so a record outside them is never among the results, whatever its rank would have
 been. A query's words are the ones SQLite searches for (stopwords left out unless there
 is nothing else, at most `MAX_TERMS`), any of them, each taken as a word and never as an
-operator. The rank is `ts_rank` negated, so that, as with BM25's, lower is more relevant.
+operator. They are ordered by `ts_rank` divided by the row's length (normalization 2), as
+BM25 favours the shorter of two rows holding the same words; it weighs a row's own words
+only, and no score is given out, as SQLite's gives none.
 """
 
 from __future__ import annotations
@@ -82,13 +84,13 @@ async def memories(db: Db, search: MemorySearch) -> list[MemoryHit]:
     for scope in scopes:
         args += [scope.kind, scope.owner]
     statement = (
-        f"select {_MEMORY}, -ts_rank(m.words, q.q) as rank"  # noqa: S608 - placeholders
+        f"select {_MEMORY}"  # noqa: S608 - placeholders
         f" from memories m, (select {_tsquery(words)}) as q (q)"
         f" where m.words @@ q.q and m.tenant = %s and ({within})"
-        " order by rank, m.id limit %s"
+        " order by ts_rank(m.words, q.q, 2) desc, m.id limit %s"
     )
     rows = await _all(db, statement, *args, max(min(search.limit, 50), 1))
-    return [MemoryHit(_record(row), float(row[7])) for row in rows]
+    return [MemoryHit(_record(row)) for row in rows]
 
 
 async def listed_memories(db: Db, scope: MemoryScope, limit: int) -> list[MemoryRecord]:
@@ -123,12 +125,12 @@ async def passages(db: Db, search: DocumentSearch) -> list[PassageHit]:
     if not words or not search.tenant:
         return []
     statement = (
-        "select p.document, d.title, p.n, p.start, p.section, p.text,"  # noqa: S608 - placeholders
-        " -ts_rank(p.words, q.q) as rank"
+        "select p.document, d.title, p.n, p.start, p.section, p.text"  # noqa: S608 - placeholders
         " from passages p join documents d on d.id = p.document,"
         f" (select {_tsquery(words)}) as q (q)"
         " where p.words @@ q.q and p.tenant = %s and d.tenant = p.tenant"
-        " and d.status = 'released' order by rank, p.document, p.n limit %s"
+        " and d.status = 'released'"
+        " order by ts_rank(p.words, q.q, 2) desc, p.document, p.n limit %s"
     )
     rows = await _all(db, statement, *words, search.tenant, max(min(search.limit, 50), 1))
     return _hits(rows)
@@ -162,10 +164,9 @@ async def _all(db: Db, statement: str, *args: object) -> list[tuple[Any, ...]]:
 
 def _hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
     return [
-        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])),
-                   float(r[6]))
+        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])))
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
