@@ -12,6 +12,7 @@ import msgspec
 
 from schemas.context import ContextState, Segment
 from schemas.events import Outcome
+from schemas.memory import MemoryScope
 from schemas.spec import AgentSpec
 
 
@@ -106,7 +107,8 @@ class ErasureRecord(msgspec.Struct, frozen=True):
 
     at: datetime
     by: str
-    what: Literal["agent", "tenant"]
+    what: Literal["agent", "tenant", "memory"]
+    """`memory`: memories forgotten through the API, `target` their scope's key."""
     target: str
     agents: tuple[str, ...] = ()
     events: int = 0
@@ -118,6 +120,18 @@ class ErasureRecord(msgspec.Struct, frozen=True):
     """Objects whose Restate state was cleared."""
     archived: int = 0
     """Archived copies of agents removed from the archive store."""
+    memory_id: str = ""
+    """The one memory record forgotten (`what: memory`); empty when it was every record
+    of the scope."""
+
+
+class MemoryErasure(msgspec.Struct, frozen=True):
+    """Forget one record of a scope (`memory_id`) or, without it, every record of the
+    scope, for `by` (recorded with the tenant's erasures)."""
+
+    scope: MemoryScope
+    memory_id: str = ""
+    by: str = ""
 
 
 class ErasureList(msgspec.Struct, frozen=True):

@@ -44,6 +44,7 @@ from schemas.lifecycle import (
     ForkRequest,
     ForkSource,
     IdleArchived,
+    MemoryErasure,
     Released,
     WorkspaceErase,
     WorkspaceFork,
@@ -237,6 +238,9 @@ ERASE_AGENT = Handler(LIFECYCLE, "erase_agent", ErasureRequest, ErasureRecord)
 """Keyed by the tenant, like every `Lifecycle` handler: one agent and those it spawned."""
 ERASE_TENANT = Handler(LIFECYCLE, "erase_tenant", ErasureRequest, ErasureRecord)
 ERASURES = Handler(LIFECYCLE, "erasures", Empty, ErasureList)
+ERASE_MEMORIES = Handler(LIFECYCLE, "erase_memories", MemoryErasure, MemoryAnswer)
+"""Keyed by the tenant: forget memories through the scope's `Memory` object, and record
+that they were forgotten (who, when, which scope; never their text)."""
 ARCHIVE_IDLE = Handler(LIFECYCLE, "archive_idle", ArchiveIdle, IdleArchived)
 """Keyed by the tenant: archive its agents idle past the days asked (or the setting)."""
 BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)

@@ -26,6 +26,7 @@ from services.gateway.auth import Principal, own, require
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
+from services.keys import signature
 
 router = APIRouter(tags=["memory"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -131,9 +132,11 @@ async def forget(
     user: Annotated[str | None, Query(pattern=USER_ID)] = None,
     agent: str | None = None,
 ) -> Response:
-    """Forget one record of the scope: from its state and from the search."""
+    """Forget one record of the scope: from its state and from the search. The tenant's
+    erasures record it (who, when, the scope and the record's id; never its text)."""
     within = scope_of(caller, scope, user, agent)
-    answer = await rt.ingress.forget_memory(within, memory_id)
+    by = signature(caller.key_id, caller.key_name)
+    answer = await rt.ingress.forget_memory(within, memory_id, by)
     if not answer.found:
         raise ApiError(404, f"There is no memory {memory_id} in this scope.")
     return Response(status_code=204)
@@ -152,7 +155,8 @@ async def forget_scope(
     user: Annotated[str | None, Query(pattern=USER_ID)] = None,
     agent: str | None = None,
 ) -> Response:
-    """Forget every record of the scope (a user's memories, say)."""
+    """Forget every record of the scope (a user's memories, say), recorded with the
+    tenant's erasures (who, when, the scope; never the text)."""
     within = scope_of(caller, scope, user, agent)
-    await rt.ingress.forget_memories(within)
+    await rt.ingress.forget_memories(within, signature(caller.key_id, caller.key_name))
     return Response(status_code=204)

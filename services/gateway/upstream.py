@@ -15,8 +15,8 @@ import msgspec
 from schemas.events import AgentStatus
 from schemas.hook import Delivery, HookSpec, TenantHookList
 from schemas.knowledge import DocumentAnswer, DocumentRef, DocumentUpload
-from schemas.lifecycle import Archived, ErasureRecord, ErasureRequest, ForkRequest
-from schemas.memory import MemoryAnswer, MemoryNote, MemoryRef, MemoryScope
+from schemas.lifecycle import Archived, ErasureRecord, ErasureRequest, ForkRequest, MemoryErasure
+from schemas.memory import MemoryAnswer, MemoryNote, MemoryScope
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, EndUsers, KeyRef, Keys, Offered, PublishedSpec, SpecQuery
@@ -31,9 +31,8 @@ from services.contracts import (
     DELETE_HOOK,
     DELIVER,
     ERASE_AGENT,
+    ERASE_MEMORIES,
     ERASE_TENANT,
-    FORGET_MEMORIES,
-    FORGET_MEMORY,
     FORK,
     GET_HOOK,
     KEYS,
@@ -205,11 +204,13 @@ class Upstream:
     async def remember(self, note: MemoryNote) -> MemoryAnswer:
         return await _answer(self._client.call(REMEMBER, note, note.scope.key))
 
-    async def forget_memory(self, scope: MemoryScope, memory_id: str) -> MemoryAnswer:
-        return await _answer(self._client.call(FORGET_MEMORY, MemoryRef(memory_id), scope.key))
+    async def forget_memory(self, scope: MemoryScope, memory_id: str, by: str) -> MemoryAnswer:
+        asked = MemoryErasure(scope, memory_id, by)
+        return await _answer(self._client.call(ERASE_MEMORIES, asked, scope.tenant))
 
-    async def forget_memories(self, scope: MemoryScope) -> MemoryAnswer:
-        return await _answer(self._client.call(FORGET_MEMORIES, scope, scope.key))
+    async def forget_memories(self, scope: MemoryScope, by: str) -> MemoryAnswer:
+        asked = MemoryErasure(scope, by=by)
+        return await _answer(self._client.call(ERASE_MEMORIES, asked, scope.tenant))
 
     async def upload_document(self, tenant: str, upload: DocumentUpload) -> DocumentAnswer:
         return await _answer(self._client.call(UPLOAD_DOCUMENT, upload, tenant))

@@ -43,18 +43,23 @@ from schemas.lifecycle import (
     ErasureRequest,
     ErasureTargets,
     IdleArchived,
+    MemoryErasure,
     Released,
     WorkspaceErase,
 )
+from schemas.memory import MemoryAnswer, MemoryRef
 from services.contracts import (
     AGENT,
     ARCHIVE,
     ARCHIVE_IDLE,
     EFFECTS,
     ERASE_AGENT,
+    ERASE_MEMORIES,
     ERASE_TENANT,
     ERASURES,
     FORGET,
+    FORGET_MEMORIES,
+    FORGET_MEMORY,
     GIVE_AGENTS,
     GIVE_SCHEDULE,
     HOOKS,
@@ -114,6 +119,10 @@ def lifecycle_object(
     @lifecycle.handler(name=ERASE_TENANT.name)
     async def erase_tenant(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
         return await eraser.erase(ctx, "tenant", ctx.key(), request.by)
+
+    @lifecycle.handler(name=ERASE_MEMORIES.name)
+    async def erase_memories(ctx: restate.ObjectContext, asked: MemoryErasure) -> MemoryAnswer:
+        return await forget_memories(ctx, asked)
 
     @lifecycle.handler(name=ARCHIVE_IDLE.name)
     async def archive_idle(ctx: restate.ObjectContext, asked: ArchiveIdle) -> IdleArchived:
@@ -258,6 +267,30 @@ async def archive_idle_agents(
                 raise
             left.append(address)
     return IdleArchived(tuple(archived), tuple(left))
+
+
+async def forget_memories(ctx: restate.ObjectContext, asked: MemoryErasure) -> MemoryAnswer:
+    """Forget one record or every record of a scope of the tenant, then record it: who,
+    when, the scope (and the record's id), never the text. A record the scope does not
+    hold is answered as not found, and nothing is recorded."""
+    scope = asked.scope
+    if scope.tenant != ctx.key():
+        raise restate.TerminalError(f"{scope.key} is not a memory scope of {ctx.key()}.", 403)
+    if asked.memory_id:
+        answer = await call(ctx, FORGET_MEMORY, MemoryRef(asked.memory_id), key=scope.key)
+        if not answer.found:
+            return answer
+    else:
+        answer = await call(ctx, FORGET_MEMORIES, scope, key=scope.key)
+        if answer.problem:
+            return answer
+    at = datetime.fromtimestamp(await ctx.time(), UTC)
+    record = ErasureRecord(
+        at, asked.by, "memory", scope.key, state_keys=1, memory_id=asked.memory_id
+    )
+    kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
+    ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
+    return answer
 
 
 class IdleFound(msgspec.Struct, frozen=True):

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from services.contracts import ERASURES, Empty
 from services.endusers import conversation_address
 from services.executor.scripted import script
 from tests.durable.conftest import eventually
@@ -241,3 +242,31 @@ def test_erasing_a_users_memories_leaves_their_text_nowhere_and_is_recorded(site
     asked = site.say("X", "talker", "Where is the garden?")
     assert shown(asked) == [[]]
     assert _restate_rows(site.gw.settings, GONE)["state"] == 0
+
+    # Recorded with the tenant's erasures: who, when, which scope, never the text.
+    erased = site.gw.ingress.call(ERASURES, Empty(), "acme").records
+    forgotten = [r for r in erased if r.what == "memory"]
+    assert [(r.target, r.memory_id) for r in forgotten][-1] == ("acme:user:X", "")
+    assert site.gw.key.split("_")[1] in forgotten[-1].by
+    assert GONE not in repr(erased)
+
+
+def test_forgetting_one_record_is_recorded_and_a_miss_is_not(site: Site) -> None:
+    auth = site.gw.auth
+    made = site.gw.http.post(
+        "/v1/memory", json={"text": "Y likes maps", "scope": "user", "user": "Y"}, headers=auth
+    )
+    record = made.json()["id"]
+    path = f"/v1/memory/{record}"
+    foreign = site.gw.http.delete(path, params={"scope": "user", "user": "Y"}, headers=site.other)
+    assert foreign.status_code == 404
+    assert site.gw.ingress.call(ERASURES, Empty(), "globex").records == ()
+    gone = site.gw.http.delete(path, params={"scope": "user", "user": "Y"}, headers=auth)
+    assert gone.status_code == 204, gone.text
+    again = site.gw.http.delete(path, params={"scope": "user", "user": "Y"}, headers=auth)
+    assert again.status_code == 404
+    erased = site.gw.ingress.call(ERASURES, Empty(), "acme").records
+    assert [(r.what, r.target, r.memory_id) for r in erased if r.memory_id] == [
+        ("memory", "acme:user:Y", record)
+    ]
+    assert "maps" not in repr(erased)
