@@ -18,6 +18,8 @@ DocumentStatus = Literal["draft", "released"]
 MAX_DOCUMENT_CHARS = 1_000_000
 """Characters one document holds at most."""
 MAX_TITLE_CHARS = 200
+MAX_PASSAGES = 2_000
+"""Passages one document is cut into at most (`services.knowledge.passages`)."""
 
 
 class Document(msgspec.Struct, frozen=True):

@@ -165,6 +165,18 @@ class Settings(BaseSettings):
         "the same hooks need the same file.",
     )
     tenant_hooks: int = Field(default=100, ge=1, description="Webhooks one tenant may have.")
+    tenant_documents: int = Field(
+        default=1000,
+        ge=1,
+        description="Knowledge documents (drafts too) one tenant may keep; one more is "
+        "refused (429).",
+    )
+    tenant_document_chars: int = Field(
+        default=50_000_000,
+        ge=1,
+        description="Characters one tenant's knowledge documents may hold together; an "
+        "upload past it is refused (429).",
+    )
     hook_max_bytes: int = Field(
         default=32768,
         ge=1024,

@@ -59,12 +59,14 @@ def _found(answer: DocumentAnswer, document_id: str) -> Response:
     responses={
         201: json_of("Document", "The draft made."),
         200: json_of("Document", "The tenant has this text already: that document."),
-        **errors(401, 403, 422),
+        **errors(401, 403, 413, 422, 429),
     },
 )
 async def upload(body: DocumentIn, caller: Writer, rt: Rt) -> Response:
     """Upload a document as a draft: kept, never searched until it is released. A text
-    the tenant has already (the same sha256) is that document, answered with 200."""
+    the tenant has already (the same sha256) is that document, answered with 200. 413: it
+    would be cut into more than 2,000 passages; 429: the tenant has its most documents,
+    or their characters would pass its most."""
     upload = DocumentUpload(body.title, body.format, body.text)
     answer = await rt.ingress.upload_document(caller.tenant, upload)
     if answer.document is None:
@@ -116,7 +118,10 @@ async def one(document_id: DocumentId, caller: Reader, rt: Rt) -> Response:
 @router.post(
     "/v1/knowledge/{document_id}/release",
     response_class=Response,
-    responses={200: json_of("Document", "The document, released."), **errors(401, 403, 404)},
+    responses={
+        200: json_of("Document", "The document, released."),
+        **errors(401, 403, 404, 413),
+    },
 )
 async def release(document_id: DocumentId, caller: Writer, rt: Rt) -> Response:
     """Release a draft: its passages are searchable once this answers (a released

@@ -3,7 +3,11 @@
 Each document is three state keys: its record (`d.<id>`), its text (`t.<id>`) and the
 digest of that text (`h.<sha256>`, naming the document), so an upload of a text the
 tenant has already is answered with that document, and no write rewrites a growing
-value. Every write is handed to the `Projector` before the answer: the record of a draft
+value. One more key, `tally`, counts the documents and their characters against the
+tenant's ceilings (TEASPILL_TENANT_DOCUMENTS, TEASPILL_TENANT_DOCUMENT_CHARS); a
+document cut into more than `MAX_PASSAGES` passages is refused (413).
+
+Every write is handed to the `Projector` before the answer: the record of a draft
 (nothing searchable), the record and passages of a released document (searchable once
 `release` answered), the removal of a deleted one.
 """
@@ -18,6 +22,7 @@ import restate
 
 from schemas.knowledge import (
     MAX_DOCUMENT_CHARS,
+    MAX_PASSAGES,
     MAX_TITLE_CHARS,
     Document,
     DocumentAnswer,
@@ -26,6 +31,7 @@ from schemas.knowledge import (
     DocumentRef,
     DocumentUpload,
     IndexedDocument,
+    Passage,
 )
 from services.contracts import (
     DELETE_DOCUMENT,
@@ -39,9 +45,12 @@ from services.contracts import (
 )
 from services.durable import NO_JOURNAL, call
 from services.knowledge.passages import passages
+from services.settings import settings
 
 RECORD, TEXT, DIGEST = "d.", "t.", "h."
 """The prefixes of a document's state keys; the rest is its id (for `h.`, its text's sha256)."""
+TALLY = "tally"
+TOO_LARGE, TOO_MANY = 413, 429
 
 knowledge = restate.VirtualObject(
     KNOWLEDGE,
@@ -55,6 +64,13 @@ holds every text of the tenant, so none is loaded before a handler asks for a ke
 
 class DocumentText(msgspec.Struct, frozen=True):
     text: str
+
+
+class DocumentTally(msgspec.Struct, frozen=True):
+    """The tenant's documents (drafts too) and the characters of their texts."""
+
+    documents: int = 0
+    chars: int = 0
 
 
 def problem(upload: DocumentUpload) -> str:
@@ -84,6 +100,9 @@ async def upload(ctx: restate.ObjectContext, upload: DocumentUpload) -> Document
     same = await ctx.get(DIGEST + sha, type_hint=DocumentRef)
     if same is not None and (kept := await _record(ctx, same.id)) is not None:
         return DocumentAnswer(kept, duplicate=True)
+    _check_passages(passages(upload.text, upload.format))
+    tally = await _tally(ctx)
+    _check_room(ctx.key(), tally, len(upload.text))
     at = datetime.fromtimestamp(await ctx.time(), UTC)
     document = Document(
         f"doc{ctx.uuid().hex[:20]}", ctx.key(), upload.title.strip(), upload.format, sha,
@@ -92,6 +111,7 @@ async def upload(ctx: restate.ObjectContext, upload: DocumentUpload) -> Document
     ctx.set(RECORD + document.id, document)
     ctx.set(TEXT + document.id, DocumentText(upload.text))
     ctx.set(DIGEST + sha, DocumentRef(document.id))
+    ctx.set(TALLY, DocumentTally(tally.documents + 1, tally.chars + document.chars))
     await call(ctx, PROJECT_DOCUMENT, IndexedDocument(document), key=ctx.key())
     return DocumentAnswer(document)
 
@@ -104,6 +124,7 @@ async def release(ctx: restate.ObjectContext, ref: DocumentRef) -> DocumentAnswe
     if document.status == "released":
         return DocumentAnswer(document)
     indexed = await _indexed(ctx, document)
+    _check_passages(indexed.passages)  # a draft uploaded before passages were counted
     at = datetime.fromtimestamp(await ctx.time(), UTC)
     released = msgspec.structs.replace(
         document, status="released", released_at=at, passages=len(indexed.passages)
@@ -118,8 +139,10 @@ async def delete(ctx: restate.ObjectContext, ref: DocumentRef) -> DocumentAnswer
     document = await _record(ctx, ref.id)
     if document is None:
         return DocumentAnswer(found=False)
+    tally = await _tally(ctx)
     for prefix, name in ((RECORD, ref.id), (TEXT, ref.id), (DIGEST, document.sha256)):
         ctx.clear(prefix + name)
+    ctx.set(TALLY, DocumentTally(max(tally.documents - 1, 0), max(tally.chars - document.chars, 0)))
     await call(ctx, PROJECT_DOCUMENT_GONE, DocumentGone(ctx.key(), ref.id), key=ctx.key())
     return DocumentAnswer(document)
 
@@ -139,6 +162,44 @@ async def indexed(ctx: restate.ObjectSharedContext, ref: DocumentRef) -> Indexed
     if document.status == "draft":
         return IndexedDocument(document)
     return await _indexed(ctx, document)
+
+
+def _check_passages(cut: tuple[Passage, ...]) -> None:
+    if len(cut) > MAX_PASSAGES:
+        raise restate.TerminalError(
+            f"A document is cut into at most {MAX_PASSAGES} passages (at paragraphs and"
+            f" headings); this one would make {len(cut)}: split it into smaller documents.",
+            TOO_LARGE,
+        )
+
+
+def _check_room(tenant: str, tally: DocumentTally, chars: int) -> None:
+    """Refuse (429) a document the tenant's ceilings have no room for."""
+    ceilings = settings()
+    if tally.documents >= ceilings.tenant_documents:
+        raise restate.TerminalError(
+            f"Tenant {tenant} has {tally.documents} documents, the most one tenant may keep"
+            " (TEASPILL_TENANT_DOCUMENTS): delete one first.",
+            TOO_MANY,
+        )
+    if tally.chars + chars > ceilings.tenant_document_chars:
+        raise restate.TerminalError(
+            f"Tenant {tenant}'s documents hold {tally.chars} characters; this one's {chars}"
+            f" would pass the most one tenant may keep, {ceilings.tenant_document_chars}"
+            " (TEASPILL_TENANT_DOCUMENT_CHARS): delete some first.",
+            TOO_MANY,
+        )
+
+
+async def _tally(ctx: restate.ObjectContext) -> DocumentTally:
+    """The tally kept, or, for documents uploaded before it was kept, counted from their
+    records once."""
+    kept = await ctx.get(TALLY, type_hint=DocumentTally)
+    if kept is not None:
+        return kept
+    names = [name for name in await ctx.state_keys() if name.startswith(RECORD)]
+    found = [await ctx.get(name, type_hint=Document) for name in names]
+    return DocumentTally(len(names), sum(d.chars for d in found if d is not None))
 
 
 async def _record(
