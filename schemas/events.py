@@ -127,6 +127,19 @@ class ContextFolded(msgspec.Struct, frozen=True, tag="context_folded"):
     """Why the extractive summary was used, when it was."""
 
 
+class MemoriesExtracted(msgspec.Struct, frozen=True, tag="memories_extracted"):
+    """After the turn's reply, a model step (the spec's `memory.extract`) listed the facts
+    worth keeping, and they were remembered: their records' ids, never their text (which
+    lives in the scope's memory alone, so forgetting it leaves none here)."""
+
+    ids: tuple[str, ...]
+    scope: str
+    """The scope they were kept in: `user` (the turn's end user's) or `agent`."""
+    model: str = ""
+    problem: str = ""
+    """Why nothing was kept, when the step failed."""
+
+
 class ToolCalled(msgspec.Struct, frozen=True, tag="tool_called"):
     call_id: str
     name: str
@@ -320,6 +333,7 @@ EventBody = (
     | AgentForked
     | TurnEnded
     | ContextFolded
+    | MemoriesExtracted
     | ScheduleFired
     | ScheduleSkipped
 )

@@ -36,6 +36,7 @@ from schemas.events import (
     EventBody,
     FailedBy,
     HandedOff,
+    MemoriesExtracted,
     Outcome,
     ToolCalled,
     ToolFinished,
@@ -56,6 +57,7 @@ from schemas.harness import (
     Recall,
     RecordFold,
     Refuse,
+    Reply,
     Result,
     Spawn,
     Spawned,
@@ -68,7 +70,7 @@ from schemas.harness import (
 )
 from schemas.mcp import PREFIX as MCP_PREFIX
 from schemas.mcp import McpCatalog, McpTool
-from schemas.memory import MemoryShown
+from schemas.memory import MemoryNote, MemoryShown
 from schemas.model import ModelReply, ModelRequest
 from schemas.spec import COMPOSITION_HARNESS, grants
 from schemas.state import AgentRecord
@@ -120,6 +122,7 @@ from services.contracts import (
     GENERATE,
     LATEST_SPEC,
     LEASE_TOKENS,
+    REMEMBER,
     SETTLE_TOKENS,
     TAKE_AGENT,
     WAKE,
@@ -127,11 +130,12 @@ from services.contracts import (
     Empty,
 )
 from services.durable import CANCELLED, Asked, ask, call, send, step_options
+from services.harness.extraction import extraction_request, facts
 from services.harness.loop import TurnInput
 from services.harness.recall import answer, parse
 from services.harness.registry import BUILTIN_HARNESSES, Harness, start
 from services.observe import genai, tracing
-from services.tools.memory import SEARCH_MEMORY
+from services.tools.memory import SEARCH_MEMORY, own_scope
 from services.tools.registry import ToolRegistry
 
 TOO_MANY = 429
@@ -376,6 +380,7 @@ class Driver:
             try:
                 command = harness.send(result)
             except StopIteration as stop:
+                await self._extract(stop.value, command)
                 final = msgspec.structs.replace(stop.value, usage=self._books.turn.usage)
                 failed: FailedBy = "turn" if isinstance(command, Fail) else ""
                 return self._ran(self._books.spent(self._clock, final), ending(command), failed)
@@ -453,6 +458,34 @@ class Driver:
         self._count(reply)
         self._books = self._books.replied(reply)
         return Summary(reply)
+
+    async def _extract(self, turn: TurnState, last: Command) -> None:
+        """The spec's `memory.extract`: after the reply (`last`), one model step lists the facts
+        worth keeping, and each is remembered in the turn's own scope (its end user's,
+        else the agent's) through that scope's `Memory` object. The step and the writes
+        are journaled, so a replay writes nothing twice; a step that fails keeps nothing
+        and never fails the turn."""
+        if not isinstance(last, Reply) or not turn.spec.memory.extract:
+            return
+        request = extraction_request(self._address, turn)
+        scope = own_scope(self._address, turn.user)
+        await self._flush()  # the reply is shown while the step runs
+        try:
+            reply = await self._generate(request)
+        except restate.TerminalError as error:
+            why = f"the extraction step failed: {error.message}"
+            self._add(MemoriesExtracted((), scope.kind, request.model, why))
+            return
+        self._saw(reply.started, reply.finished)
+        self._count(reply)
+        self._books = self._books.replied(reply)
+        kept = []
+        for fact in facts(reply):
+            note = MemoryNote(scope, "episodic", fact)
+            answer = await call(self._ctx, REMEMBER, note, key=scope.key)
+            if answer.record is not None:
+                kept.append(answer.record.id)
+        self._add(MemoriesExtracted(tuple(kept), scope.kind, reply.model or request.model))
 
     async def _funding(self, turn: TurnState, record: AgentRecord) -> str | None:
         """Why the turn may not start (`funding.py`), else None. The tenant is asked for

@@ -22,6 +22,7 @@ from schemas.events import (
     ContextFolded,
     Event,
     HandedOff,
+    MemoriesExtracted,
     MessageQueued,
     MessageRejected,
     MessageSteered,
@@ -132,6 +133,10 @@ _WORDS: dict[type, Callable[[Event, Any], str]] = {
     TurnParked: lambda e, b: f"turn {e.turn} parked, still waiting for {b.request_id}",
     TurnEnded: _ended,
     ContextFolded: lambda e, b: _folded(b),
+    MemoriesExtracted: lambda e, b: (
+        f"kept {len(b.ids)} memories in the {b.scope} scope"
+        + (f" ({b.problem})" if b.problem else "")
+    ),
     ScheduleFired: lambda e, b: f"schedule {b.schedule} fired" + (f": {b.note}" if b.note else ""),
     ScheduleSkipped: lambda e, b: f"schedule {b.schedule} skipped: {b.reason}",
 }

@@ -84,9 +84,16 @@ def written_scope(scope: object, context: ToolContext) -> MemoryScope:
         if not context.tenant_writes:
             raise ToolError(TENANT_REFUSED)
         return MemoryScope(tenant, "tenant")
-    if scope != "agent" and context.user:
-        return MemoryScope(tenant, "user", context.user)
-    return MemoryScope(tenant, "agent", context.agent)
+    if scope == "agent":
+        return MemoryScope(tenant, "agent", context.agent)
+    return own_scope(context.agent, context.user)
+
+
+def own_scope(agent: str, user: str = "") -> MemoryScope:
+    """Where a turn keeps what it learns by default: its end user's scope when a user's
+    message started it, else the agent's own."""
+    tenant = tenant_of(agent)
+    return MemoryScope(tenant, "user", user) if user else MemoryScope(tenant, "agent", agent)
 
 
 def remember_tool(send: Remember) -> FunctionTool:

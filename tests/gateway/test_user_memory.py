@@ -18,6 +18,7 @@ from services.contracts import ERASURES, Empty
 from services.endusers import conversation_address
 from services.executor.scripted import script
 from tests.durable.conftest import eventually
+from tests.fixtures.models import extract_started_path
 from tests.gateway.test_erasure import _restate_rows
 from tests.gateway.test_publishable_stack import ORIGIN, SECRET, token
 from tests.gateway.test_stack import GatewayStack, gateway_stack, made_key
@@ -25,10 +26,12 @@ from tests.gateway.test_stack import GatewayStack, gateway_stack, made_key
 pytestmark = pytest.mark.durable
 
 TOOLS = ["remember", "search_memory"]
-KINDS = {
+KINDS: dict[str, dict[str, Any]] = {
     "talker": {},
     "helper": {},
     "sharer": {"memory": {"tenant_writes": True}},
+    "noter": {"memory": {"extract": True}},
+    "slownoter": {"memory": {"extract": True}, "model": "slow_extract"},
 }
 
 
@@ -96,13 +99,15 @@ def _spec(kind: str) -> dict[str, Any]:
         "instructions": "Follow the script.",
         "model": "script",
         "tools": TOOLS,
-        **KINDS.get(kind, {}),
+        **KINDS[kind],
     }
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    with gateway_stack(tmp_path_factory.mktemp("user-memory-home"), key_cache_seconds=0.5) as gw:
+    home = tmp_path_factory.mktemp("user-memory-home")
+    models = ("tests.fixtures.models",)
+    with gateway_stack(home, key_cache_seconds=0.5, model_modules=models) as gw:
         put = gw.http.put(
             "/v1/end-users", json={"algorithm": "HS256", "key": SECRET}, headers=gw.auth
         )
@@ -270,3 +275,66 @@ def test_forgetting_one_record_is_recorded_and_a_miss_is_not(site: Site) -> None
         ("memory", "acme:user:Y", record)
     ]
     assert "maps" not in repr(erased)
+
+
+def extracted(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["body"] for e in events if e["body"]["type"] == "memories_extracted"]
+
+
+def test_a_turn_of_a_spec_that_extracts_keeps_its_facts_in_the_users_scope(site: Site) -> None:
+    facts = "- E's cat is called Miso-4120\n- E lives in Lyon\n- E's cat is called Miso-4120"
+    events = site.say("E", "noter", script({"reply": "Noted."}, {"reply": facts}))
+
+    assert [e["body"]["reply"] for e in events if e["body"]["type"] == "turn_ended"] == ["Noted."]
+    [kept] = extracted(events)
+    assert (kept["scope"], len(kept["ids"])) == ("user", 2)
+    listed = site.memories(site.gw.auth, scope="user", user="E")
+    assert sorted(m["text"] for m in listed) == ["E lives in Lyon", "E's cat is called Miso-4120"]
+    assert sorted(m["id"] for m in listed) == sorted(kept["ids"])
+    # The facts are in the memory alone: the timeline has their ids.
+    assert "Lyon" not in repr([e for e in events if e["body"]["type"] != "turn_started"])
+    later = site.say("E", "helper", "Where does my cat Miso-4120 sleep?")
+    assert shown(later)[0] != []
+    # A turn the model says nothing worth keeping of keeps nothing.
+    quiet = site.say("E", "noter", script({"reply": "Hello."}, {"reply": "NONE"}))
+    assert [(b["scope"], b["ids"]) for b in extracted(quiet)] == [("user", [])]
+    assert len(site.memories(site.gw.auth, scope="user", user="E")) == 2
+    # A tenant-wide key's turn keeps them in the agent's own scope.
+    mine = site.turn(
+        site.gw.auth, "acme.noter", script({"reply": "Ok."}, {"reply": "Ann likes figs"}), "noter"
+    )
+    assert extracted(mine)[0]["scope"] == "agent"
+    own = site.memories(site.gw.auth, scope="agent", agent="acme.noter")
+    assert [m["text"] for m in own] == ["Ann likes figs"]
+
+
+def test_sigkill_mid_extraction_keeps_one_set_of_facts(site: Site) -> None:
+    address = conversation_address("acme", "slownoter", "K")
+    key = f"{address}/t1/extract"
+    text = script({"reply": "Noted."}, {"reply": "K plays the oboe\nK's sister is Ines"})
+    sent = site.gw.http.post(
+        f"/v1/agents/{address}/messages", json={"text": text}, headers=site.headers("K")
+    )
+    assert sent.status_code == 202, sent.text
+    path = extract_started_path(site.gw.settings.home)
+    eventually(
+        lambda: key in (path.read_text() if path.exists() else "") or None,
+        60,
+        "the extraction step to start",
+    )
+    site.gw.endpoint.kill()
+    site.gw.endpoint.start()
+
+    def ended() -> list[dict[str, Any]] | None:
+        events = site._timeline(site.headers("K"), address)
+        return events if any(e["body"]["type"] == "turn_ended" for e in events) else None
+
+    events = eventually(ended, 120, "the turn to end")
+    assert path.read_text().splitlines().count(key) == 2, "the step ran again after the kill"
+    listed = site.memories(site.gw.auth, scope="user", user="K")
+    assert sorted(m["text"] for m in listed) == ["K plays the oboe", "K's sister is Ines"]
+    [kept] = extracted(events)
+    assert sorted(kept["ids"]) == sorted(m["id"] for m in listed)
+    assert [e["body"]["outcome"] for e in events if e["body"]["type"] == "turn_ended"] == [
+        "succeeded"
+    ]
