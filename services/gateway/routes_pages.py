@@ -3,7 +3,10 @@ once, and posts its result (docs/agui.md, "Tools that run in the page").
 
 A claim is answered at once: 200 for the first page to claim a request, 409 for every
 other. A result is a one-way send answered 202 as soon as Restate holds it; a second post
-of it is 409 and changes nothing. Both need a write key for the agent.
+of it is 409 and changes nothing; so is a result for a request no page claimed, or
+another page claimed (a page is its id and who presents it: the key, and a publishable
+key's end user). Both need a write key for the agent, or a publishable key and the
+token of the conversation's end user.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ async def claim_page_call(
 ) -> PageClaimed:
     """Claim a call that runs in the page for this page (200, with the call to run): the
     first claim of a request wins; every other is 409 and must not run it. A page that
-    claimed a request and closes its stream (`page` on the events stream or the AG-UI run)
-    before it posts the result leaves the call's outcome unknown: it is never retried."""
+    claimed a request and closes its stream (`page` on the events stream) before it posts
+    the result leaves the call's outcome unknown: it is never retried."""
     return await pages.claim(rt, agent, request_id, claim)
 
 
@@ -56,5 +59,7 @@ async def post_page_result(
 ) -> PageResultAccepted:
     """Post the result of a call this page claimed (202): the turn goes on with it. A
     result past its kind's cap is dropped and the model told so (`dropped: true`). A second
-    post, a result for a request another page claimed, or one whose turn ended is 409."""
+    post, a result for a request no page or another page claimed (the same page id
+    presented by another key or end user is another page), or one whose turn ended is
+    409."""
     return await pages.result(rt, agent, request_id, result)

@@ -53,7 +53,7 @@ async def timeline(
             "`delta` and `retract` events, and `: keepalive` comments.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **errors(400, 401, 404, 422, 429, 503),
+        **errors(400, 401, 403, 404, 422, 429, 503),
     },
 )
 async def events(
@@ -71,14 +71,17 @@ async def events(
         str | None,
         Query(
             pattern=PAGE_ID_PATTERN,
-            description="The following page's own id, the one it claims page calls with: "
-            "when this stream closes, what the page claimed and did not answer has an "
-            "unknown outcome.",
+            description="The following page's own id, the one it claims page calls with "
+            "(a write key, or the conversation's end user with a publishable key): when "
+            "this stream closes, what this page claimed with the same key (and end user) "
+            "and did not answer has an unknown outcome.",
         ),
     ] = None,
 ) -> StreamingResponse:
     """Follow the timeline: replay after `Last-Event-ID` (or `after`), then stream."""
     start = after if last_event_id is None else parse_seq(last_event_id)
+    if page is not None:
+        pages.may_run(agent)
     await service.known(rt, agent.address)
     release = rt.streams.hold(agent.caller.bucket)
     body = frames(service.follow(rt, agent, start))

@@ -4,7 +4,10 @@ result, and the turn goes on with it; with no page open the turn waits (and park
 a page that opens the conversation later finds the request on the timeline and runs it;
 a page that closes after its claim leaves the outcome unknown and the call is never run
 again; a result past its cap is dropped and the model told so; a second claim or a
-second result is 409."""
+second result is 409. A page is its id and the key that presents it: another key naming
+the same id can neither post its result nor end its call by closing a stream, a read key
+cannot follow as a page, and a result before any claim is refused without spending
+anything."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import pytest
 from schemas.events import ApprovalRequested, Event, ToolFinished, TurnEnded
 from schemas.pages import UNKNOWN_PAGE_OUTCOME
 from services.executor.scripted import script
-from tests.gateway.test_stack import GatewayStack, Sse, gateway_stack
+from tests.gateway.test_stack import GatewayStack, Sse, gateway_stack, made_key
 
 pytestmark = pytest.mark.durable
 
@@ -46,18 +49,28 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
         yield stack
 
 
+@pytest.fixture(scope="module")
+def other_writer(gw: GatewayStack) -> dict[str, str]:
+    """Another write key of the same tenant."""
+    return {"Authorization": f"Bearer {made_key(gw.settings, gw.http, 'acme', 'write')}"}
+
+
 class Page:
     """An HTTP client standing in for a page: it follows the conversation with its own
-    id, claims what the agent asks of it, runs it (counted) and posts the result."""
+    id, claims what the agent asks of it, runs it (counted) and posts the result, with
+    the stack's admin key or `auth`."""
 
-    def __init__(self, gw: GatewayStack, address: str, page: str) -> None:
+    def __init__(
+        self, gw: GatewayStack, address: str, page: str, auth: dict[str, str] | None = None
+    ) -> None:
         self.gw, self.address, self.page = gw, address, page
+        self.auth = auth or gw.auth
         self.runs = 0
 
     @contextmanager
     def open(self) -> Iterator[Sse]:
         url = f"/v1/agents/{self.address}/events?page={self.page}"
-        with self.gw.http.stream("GET", url, headers=self.gw.auth, timeout=120) as stream:
+        with self.gw.http.stream("GET", url, headers=self.auth, timeout=120) as stream:
             assert stream.status_code == 200
             yield Sse(stream)
 
@@ -65,14 +78,14 @@ class Page:
         return self.gw.http.post(
             f"/v1/agents/{self.address}/page-calls/{request_id}/claim",
             json={"page": self.page},
-            headers=self.gw.auth,
+            headers=self.auth,
         )
 
     def post(self, request_id: str, content: str, kind: str = "other") -> httpx.Response:
         return self.gw.http.post(
             f"/v1/agents/{self.address}/page-calls/{request_id}/result",
             json={"page": self.page, "content": content, "kind": kind},
-            headers=self.gw.auth,
+            headers=self.auth,
         )
 
     def run(self, request_id: str, arguments: dict[str, object]) -> str:
@@ -237,3 +250,64 @@ def test_of_pages_claiming_at_once_one_runs_the_call(gw: GatewayStack) -> None:
         done = ended(gw, address)
     assert done.reply == "Title: Mine"
     assert [f.content for f in finished(gw, address)] == ["Mine"]
+
+
+def test_a_read_key_cannot_follow_as_a_page(gw: GatewayStack) -> None:
+    address = "acme.page-reader"
+    send(gw, address)
+    gw.wait_for(address, "approval_requested")
+    reader = {"Authorization": f"Bearer {made_key(gw.settings, gw.http, 'acme', 'read')}"}
+    url = f"/v1/agents/{address}/events?page=tab-1"
+    with gw.http.stream("GET", url, headers=reader) as refused:
+        assert refused.status_code == 403
+        refused.read()
+    assert refused.json()["error"]["message"] == (
+        "following as a page (?page=) needs a write key, since the page's stream decides "
+        "the outcome of the calls it claims; this key is read"
+    )
+    with gw.http.stream("GET", f"/v1/agents/{address}/events", headers=reader) as plain:
+        assert plain.status_code == 200
+
+
+def test_another_key_naming_the_same_page_can_neither_answer_nor_end_its_call(
+    gw: GatewayStack, other_writer: dict[str, str]
+) -> None:
+    address = "acme.page-impostor"
+    page = Page(gw, address, "tab-1")
+    impostor = Page(gw, address, "tab-1", other_writer)
+    send(gw, address)
+    with page.open() as sse:
+        asked = requested(sse)
+        assert page.claim(asked.request_id).status_code == 200
+        gw.wait_for(address, "page_call_claimed")
+        stolen = impostor.claim(asked.request_id)
+        assert stolen.status_code == 409, stolen.text
+        forged = impostor.post(asked.request_id, "Forged")
+        assert forged.status_code == 409, forged.text
+        assert "claimed by another page" in forged.json()["error"]["message"]
+        with impostor.open() as theirs:  # opened and closed: the call is not theirs to end
+            theirs.until(lambda frames: any(f.event == "page_call_claimed" for f in frames))
+        posted = page.post(asked.request_id, page.run(asked.request_id, {"upper": True}))
+        assert posted.status_code == 202, posted.text
+        done = ended(gw, address)
+    assert done.reply == "Title: MY PAGE"
+    assert [(f.status, f.content) for f in finished(gw, address)] == [("ok", "MY PAGE")]
+
+
+def test_a_result_before_any_claim_is_refused_and_spends_nothing(gw: GatewayStack) -> None:
+    address = "acme.page-early"
+    page = Page(gw, address, "eager")
+    send(gw, address)
+    with page.open() as sse:
+        asked = requested(sse)
+        early = page.post(asked.request_id, "Too soon")
+        assert early.status_code == 409, early.text
+        assert early.json()["error"]["message"] == (
+            f"page request {asked.request_id} is claimed by no page: claim the call first "
+            "(POST .../claim), then run it and post its result"
+        )
+        assert page.claim(asked.request_id).status_code == 200
+        posted = page.post(asked.request_id, "My page")
+        assert posted.status_code == 202, posted.text
+        done = ended(gw, address)
+    assert done.reply == "Title: My page"
