@@ -8,14 +8,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import jwt
 import pytest
 
-from schemas.events import TurnEnded, TurnStarted
+from schemas.events import ApprovalRequested, PageCallClaimed, TurnEnded, TurnStarted
 from services.endusers import conversation_address
+from services.executor.scripted import script
 from tests.durable.conftest import eventually
 from tests.gateway.test_stack import CALCULATE, GatewayStack, _events, gateway_stack
 
@@ -25,6 +26,7 @@ ORIGIN = "https://app.example.com"
 ELSEWHERE = "https://evil.example.net"
 NOW = time.time  # noqa: TID251 - a token's exp is wall-clock time
 OTHER_SECRET = "another-secret-that-is-long-enough-000-0123456789-0123456789"  # noqa: S105
+T = TypeVar("T")
 SECRET = "a-secret-of-the-product-backend-0123456789-0123456789-0123456789"  # noqa: S105 - a test value
 
 
@@ -267,3 +269,58 @@ def test_a_revoked_publishable_key_stops_and_its_origin_is_no_longer_answered(
         30,
         "the origin to be refused",
     )
+
+
+def test_a_page_claims_and_answers_its_users_calls_and_no_one_elses(page: Page) -> None:
+    gw = page.gw
+    spec = {
+        "kind": "pager",
+        "instructions": "Follow the script.",
+        "model": "script",
+        "tools": {"page:read_title": "allow"},
+    }
+    assert gw.http.post("/v1/specs", json=spec, headers=gw.auth).status_code == 201
+    made = gw.http.post(
+        "/v1/keys",
+        json={"scope": "publishable", "origins": [ORIGIN], "kinds": ["pager"]},
+        headers=gw.auth,
+    )
+    pager = Page(gw, made.json()["key"])
+    eventually(lambda: pager.get("/v1/me").status_code == 200 or None, 60, "the key to work")
+    mine = address("U", "pager")
+    title = {"name": "read_title", "description": "The page's title.", "parameters": {}}
+    text = script({"calls": [{"name": "read_title", "arguments": {}}]}, {"reply": "{results}"})
+    sent = pager.post(f"/v1/agents/{mine}/messages", json={"text": text, "page_tools": [title]})
+    assert sent.status_code == 202, sent.text
+    (asked,) = [
+        e.body
+        for e in eventually(lambda: _asked(pager, mine), 120, "the page call")
+        if isinstance(e.body, ApprovalRequested)
+    ]
+    calls = f"/v1/agents/{mine}/page-calls/{asked.request_id}"
+    theirs = pager.post(f"{calls}/claim", user="V", json={"page": "tab-1"})
+    assert error(theirs, 404).startswith(f"there is no agent {mine}")
+    claimed = pager.post(f"{calls}/claim", json={"page": "tab-1"})
+    assert claimed.status_code == 200, claimed.text
+    assert claimed.headers["access-control-allow-origin"] == ORIGIN
+    eventually(lambda: _seen(pager, mine, PageCallClaimed), 60, "the claim")
+    forged = pager.post(f"{calls}/result", user="V", json={"page": "tab-1", "content": "V's"})
+    assert error(forged, 404).startswith(f"there is no agent {mine}")
+    posted = pager.post(f"{calls}/result", json={"page": "tab-1", "content": "My page"})
+    assert posted.status_code == 202, posted.text
+    done = eventually(lambda: _seen(pager, mine, TurnEnded), 120, "the turn to end")
+    assert done.reply == "My page"
+
+
+def _asked(page: Page, at: str) -> list[Any] | None:
+    response = page.get(f"/v1/agents/{at}/timeline?limit=500")
+    if response.status_code != 200:
+        return None
+    events = _events(response)
+    return events if any(isinstance(e.body, ApprovalRequested) for e in events) else None
+
+
+def _seen(page: Page, at: str, kind: type[T]) -> T | None:
+    response = page.get(f"/v1/agents/{at}/timeline?limit=500")
+    found = [e.body for e in _events(response) if isinstance(e.body, kind)]
+    return found[-1] if found else None
