@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+from urllib.parse import quote
 
 import msgspec
 
@@ -99,11 +100,13 @@ class Handler(Generic[In, Out]):
     keyed: bool = True
 
     def path(self, key: str | None = None) -> str:
-        """The ingress path: `/Service/key/handler`, or `/Service/handler` when unkeyed."""
+        """The ingress path: `/Service/key/handler` (the key percent-encoded, as Restate
+        decodes it: a memory scope's key holds an end user's id, which may hold `/`), or
+        `/Service/handler` when unkeyed."""
         if self.keyed:
             if not key:
                 raise ValueError(f"{self.service}/{self.name} needs a key")
-            return f"/{self.service}/{key}/{self.name}"
+            return f"/{self.service}/{quote(key, safe='')}/{self.name}"
         return f"/{self.service}/{self.name}"
 
     def encode(self, value: In) -> bytes:

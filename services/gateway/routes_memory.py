@@ -31,7 +31,9 @@ from services.keys import signature
 router = APIRouter(tags=["memory"])
 Rt = Annotated[Runtime, Depends(runtime)]
 ScopeName = Literal["tenant", "user", "agent"]
-USER_ID = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"
+USER_ID = r"^[^\x00-\x1f\x7f]{1,200}$"
+"""A user's id as an end-user token names it (`services.endusers`): 1 to 200 characters,
+none a control character (a visitor's `visitor:...` too)."""
 MemoryId = Annotated[str, Path(pattern=r"^mem[0-9a-f]{20}$", description="From its record.")]
 
 

@@ -338,3 +338,20 @@ def test_sigkill_mid_extraction_keeps_one_set_of_facts(site: Site) -> None:
     assert [e["body"]["outcome"] for e in events if e["body"]["type"] == "turn_ended"] == [
         "succeeded"
     ]
+
+
+def test_a_user_id_of_any_characters_a_token_names_has_its_memory(site: Site) -> None:
+    user = "team/Ann Smith|7?#"
+    kept = results(site.say(user, "talker", remembering("Ann likes quince-6650")))
+    assert [r["status"] for r in kept] == ["ok"], kept
+    mine = {"scope": "user", "user": user}
+    assert [m["record"]["text"] for m in site.memories(site.gw.auth, q="quince", **mine)] == [
+        "Ann likes quince-6650"
+    ]
+    gone = site.gw.http.delete("/v1/memory", params=mine, headers=site.gw.auth)
+    assert gone.status_code == 204, gone.text
+    assert site.memories(site.gw.auth, **mine) == []
+    bad = site.gw.http.get(
+        "/v1/memory", params={"scope": "user", "user": "a\nb"}, headers=site.gw.auth
+    )
+    assert bad.status_code == 422
