@@ -78,7 +78,10 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     ingress = AsyncIngress(config.ingress_url)
     closers.append(ingress.close)
     projection = Projection(
-        config.home / "projection.db", _notifier(config, closers), through_ingress(ingress)
+        config.home / "projection.db",
+        _notifier(config, closers),
+        through_ingress(ingress),
+        url=config.projection_url,
     )
     offer = deployment_offer(config)
     ledger = RestateLedger(config.ingress_url)
@@ -86,14 +89,17 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
     deadline = config.tool_deadline_seconds
     servers = load_servers(config.mcp_servers_file)
     hub = McpHub(servers, ledger, deadline, config.home / "artifacts")
+    where = config.projection_url or config.home / "projection.db"
     scopes = Ingress(config.ingress_url)
     closers.append(lambda: asyncio.to_thread(scopes.close))
     deployed = (
         remember_tool(lambda note: scopes.call(REMEMBER, note, note.scope.key)),
-        search_tool(config.home / "projection.db"),
-        search_docs_tool(config.home / "projection.db"),
+        search_tool(where),
+        search_docs_tool(where),
     )
-    tools = load_tools(config.home, config.tool_modules, ledger, deadline, hub, deployed=deployed)
+    tools = load_tools(
+        config.home, config.tool_modules, ledger, deadline, hub, deployed=deployed, projection=where
+    )
     services += [
         agent_object(
             tools,

@@ -90,7 +90,12 @@ class Settings(BaseSettings):
         "within this; 0 checks every request.",
     )
     read_connections: int = Field(
-        default=4, ge=1, le=64, description="SQLite connections the gateway reads through."
+        default=4, ge=1, le=64, description="Connections the gateway reads the projection through."
+    )
+    projection_url: str = Field(
+        default="",
+        description="The PostgreSQL projection store (postgresql://...) that every process "
+        "of the installation writes and reads; empty: the SQLite file in the home.",
     )
     body_timeout_seconds: float = Field(
         default=30.0,
@@ -369,6 +374,16 @@ class Settings(BaseSettings):
             return json.loads(value)
         return tuple(name.strip() for name in value.split(",") if name.strip())
 
+    @field_validator("projection_url")
+    @classmethod
+    def _projection(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                "give a PostgreSQL URL (postgresql://USER@HOST/DATABASE), or leave it empty "
+                "for the SQLite file in the home"
+            )
+        return value
+
     @field_validator("network_allow")
     @classmethod
     def _allowed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -420,12 +435,17 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(f"A TEASPILL_ setting cannot be read: {error}.") from None
 
 
+_UNSHOWN = frozenset({"projection_url"})
+"""Settings whose value an error leaves out: a URL can carry a password."""
+
+
 def _sentence(error: Any) -> str:
     field = ".".join(str(part) for part in error["loc"])
     variable = f"{PREFIX}{field}".upper()
     why = str(error["msg"]).removeprefix("Value error, ")
     given = error.get("input")
-    shown = f"={given}" if isinstance(given, str | int | float) else ""
+    secret = field in _UNSHOWN
+    shown = f"={given}" if isinstance(given, str | int | float) and not secret else ""
     return f"{variable}{shown} is not valid: {why[0].lower()}{why[1:]}."
 
 

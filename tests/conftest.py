@@ -1,14 +1,24 @@
-"""Suite-wide teardown: a workspaces' image a test's stack left mounted is unmounted when
+"""Suite-wide: a real PostgreSQL cluster for the tests of the PostgreSQL projection store,
+started on first use and stopped when the session ends (`tests/fixtures/postgres.py`).
+And teardown: a workspaces' image a test's stack left mounted is unmounted when
 the session ends, and named in the summary, so pytest can remove its temporary folders
 and a leak is seen rather than found later as a folder that cannot be deleted."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from services.workspace.volumes import mounted_under
+from tests.fixtures.postgres import Cluster, cluster
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    with cluster() as server:
+        yield server
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

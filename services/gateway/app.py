@@ -84,7 +84,7 @@ def create_app(
     projection instead."""
     config = config or settings()
     path = config.home / "projection.db"
-    projection = ProjectionReader(path, config.read_connections)
+    projection = ProjectionReader(path, config.read_connections, config.projection_url)
     ingress = Upstream(config.ingress_url, ingress_transport)
     records = StoredState(config.admin_url, ingress_transport)
     rt = Runtime(
@@ -98,7 +98,9 @@ def create_app(
             page_bytes=config.page_max_bytes,
         ),
         heartbeat=heartbeat,
-        keys=KeyCache(ProjectionReader(path), records, config.key_cache_seconds),
+        keys=KeyCache(
+            ProjectionReader(path, url=config.projection_url), records, config.key_cache_seconds
+        ),
         streams=StreamSlots(config.key_streams),
         quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
         hook_key=SigningKey(key_file(config)),

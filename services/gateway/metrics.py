@@ -19,29 +19,13 @@ STATUSES: tuple[str, ...] = get_args(AgentStatusName)
 """Every status an agent is listed by, each shown (at 0 when no agent has it)."""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-_TURNS = (
-    "select json_extract(cast(event as text), '$.body.outcome'), count(*) from events"
-    " where type = 'turn_ended' group by 1"
-)
-_ROUNDS = (
-    "select count(*),"
-    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.prompt_tokens')), 0),"
-    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.completion_tokens')), 0),"
-    " coalesce(sum(json_extract(cast(event as text), '$.body.usage.cached_tokens')), 0)"
-    " from events where type = 'model_message'"
-)
-_TOOL_ERRORS = (
-    "select count(*) from events where type = 'tool_finished'"
-    " and json_extract(cast(event as text), '$.body.status') = 'error'"
-)
-_AGENTS = "select status, count(*) from agents group by status"
-
 
 async def render(projection: ProjectionReader) -> str:
-    turns = _by_label(await projection.rows(_TURNS), OUTCOMES)
-    (rounds, prompt, completion, cached), *_ = await projection.rows(_ROUNDS)
-    (tool_errors,), *_ = await projection.rows(_TOOL_ERRORS)
-    agents = _by_label(await projection.rows(_AGENTS), STATUSES)
+    tallies = await projection.read(lambda store: store.tallies())
+    turns = _by_label(tallies.turns, OUTCOMES)
+    rounds, prompt, completion, cached = tallies.rounds
+    tool_errors = tallies.tool_errors
+    agents = _by_label(tallies.agents, STATUSES)
     ratio = cached / prompt if prompt else 0.0
     lines = [
         *_family("turns_total", "counter", "Turns ended, by outcome.", "outcome", turns),
@@ -74,7 +58,7 @@ async def render(projection: ProjectionReader) -> str:
             {"": turns.get("failed", 0) + tool_errors},
         ),
         *_family("agents", "gauge", "Agents in the catalog, by status.", "status", agents),
-        *await model_metrics.render(projection),
+        *model_metrics.render(tallies),
     ]
     return "\n".join(lines) + "\n"
 

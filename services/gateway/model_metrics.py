@@ -9,21 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.gateway.reader import ProjectionReader
-
-_CALLS = """
-select json_extract(cast(event as text), '$.body.model'), count(*),
-  coalesce(sum(json_extract(cast(event as text), '$.body.usage.prompt_tokens')), 0),
-  coalesce(sum(json_extract(cast(event as text), '$.body.usage.cached_tokens')), 0),
-  coalesce(sum(json_extract(cast(event as text), '$.body.timing.queue_seconds')), 0),
-  coalesce(sum(json_extract(cast(event as text), '$.body.timing.first_token_seconds')), 0),
-  coalesce(avg(json_extract(cast(event as text), '$.body.timing.tokens_per_second')), 0)
-from events where type = 'model_message' group by 1 order by 1
-"""
-_FALLBACKS = """
-select json_extract(cast(event as text), '$.body.model'), count(*)
-from events where type = 'model_fallback' group by 1 order by 1
-"""
+from services.projection.tallies import Tallies
 
 _FAMILIES = (
     ("model_calls_total", "counter", "Model calls answered, by the model that answered."),
@@ -36,9 +22,9 @@ _FAMILIES = (
 )
 
 
-async def render(projection: ProjectionReader) -> list[str]:
-    calls = [tuple(row) for row in await projection.rows(_CALLS)]
-    failed = {str(model): int(str(count)) for model, count in await projection.rows(_FALLBACKS)}
+def render(tallies: Tallies) -> list[str]:
+    calls = tallies.models
+    failed = {str(model): int(str(count)) for model, count in tallies.fallbacks}
     models = sorted({str(row[0]) for row in calls} | set(failed))
     values: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
     by_model = {str(row[0]): row for row in calls}

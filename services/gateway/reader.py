@@ -1,4 +1,5 @@
-"""The gateway's read-only view of the projection (`$TEASPILL_HOME/projection.db`).
+"""The gateway's read-only view of the projection: `$TEASPILL_HOME/projection.db`, or the
+PostgreSQL store at `TEASPILL_PROJECTION_URL`.
 
 The projector in the endpoint process is the one writer. The file may not exist yet when
 the gateway starts, and `projections rebuild` replaces it, so connections are opened on
@@ -7,8 +8,10 @@ of failing the process.
 
 Reads go through a pool of `connections` read-only connections, each with a thread of
 its own, so one slow read (a metrics scrape, a long catch-up) holds one connection, not
-every reader behind it. The gateway keeps a second reader of its own for key lookups
-(`keycache.py`), so authentication never waits behind a read.
+every reader behind it. On PostgreSQL each connection is a read-only session, and there is
+no file to be replaced (a rebuild empties the tables in one transaction). The gateway
+keeps a second reader of its own for key lookups (`keycache.py`), so authentication never
+waits behind a read.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiosqlite
+import psycopg
 
 from services.gateway.errors import ApiError
 from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide, is_postgres, open_store
 
 T = TypeVar("T")
 RECHECK_SECONDS = 0.5
@@ -39,14 +44,18 @@ class ProjectionUnavailableError(ApiError):
 
 @dataclass(frozen=True)
 class _Open:
-    db: aiosqlite.Connection
-    store: ProjectionStore
+    store: ReadSide
     identity: tuple[int, int]
 
 
+_SHARED = (0, 0)
+"""The identity of a PostgreSQL store: one database, never replaced under its readers."""
+
+
 class ProjectionReader:
-    def __init__(self, path: Path, connections: int = 1) -> None:
+    def __init__(self, path: Path, connections: int = 1, url: str = "") -> None:
         self.path = path
+        self.url = url
         self.connections = connections
         self._idle: list[_Open] = []
         self._slots = asyncio.Semaphore(connections)
@@ -54,28 +63,24 @@ class ProjectionReader:
         self._checked = float("-inf")
         self._closed = False
 
-    async def read(self, action: Callable[[ProjectionStore], Awaitable[T]]) -> T:
+    async def read(self, action: Callable[[ReadSide], Awaitable[T]]) -> T:
         """Run one typed read; raises `ProjectionUnavailableError` (503) when it cannot."""
         return await self._with(lambda current: action(current.store))
-
-    async def rows(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        """An aggregate query the typed store does not offer (metrics)."""
-        return await self._with(lambda current: _fetch(current.db, sql, args))
 
     async def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
         for current in idle:
-            await current.db.close()
+            await current.store.close()
 
     async def _with(self, work: Callable[[_Open], Awaitable[T]]) -> T:
         async with self._slots:
             current = await self._take()
             try:
                 result = await work(current)
-            except (sqlite3.Error, ValueError) as error:
+            except (sqlite3.Error, psycopg.Error, ValueError) as error:
                 # ValueError: aiosqlite's answer when its connection was closed under it.
-                await current.db.close()
+                await current.store.close()
                 raise ProjectionUnavailableError(str(error)) from error
             except BaseException:
                 await self._give(current)
@@ -90,18 +95,20 @@ class ProjectionReader:
             current = self._idle.pop()
             if current.identity == identity:
                 return current
-            await current.db.close()
-        current = await _connect(self.path)
+            await current.store.close()
+        current = await (_connect_shared(self.url) if self.url else _connect(self.path))
         self._identity, self._checked = current.identity, time.monotonic()
         return current
 
     async def _give(self, current: _Open) -> None:
         if self._closed or current.identity != self._identity:
-            await current.db.close()
+            await current.store.close()
         else:
             self._idle.append(current)
 
     def _current_identity(self) -> tuple[int, int] | None:
+        if self.url:
+            return _SHARED
         now = time.monotonic()
         if now - self._checked >= RECHECK_SECONDS:
             self._identity, self._checked = _identity(self.path), now
@@ -117,12 +124,17 @@ async def _connect(path: Path) -> _Open:
         await db.execute("pragma busy_timeout=5000")
     except sqlite3.Error as error:
         raise ProjectionUnavailableError(str(error)) from error
-    return _Open(db, ProjectionStore(db, path), identity)
+    return _Open(ProjectionStore(db, path), identity)
 
 
-async def _fetch(db: aiosqlite.Connection, sql: str, args: tuple[object, ...]) -> list[Any]:
-    cursor = await db.execute(sql, args)
-    return [tuple(row) for row in await cursor.fetchall()]
+async def _connect_shared(url: str) -> _Open:
+    if not is_postgres(url):
+        raise ProjectionUnavailableError(f"{url!r} is not a PostgreSQL URL")
+    try:
+        store = await open_store(url, Path(), readonly=True)
+    except psycopg.Error as error:
+        raise ProjectionUnavailableError(str(error).strip()) from error
+    return _Open(store, _SHARED)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

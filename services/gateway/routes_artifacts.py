@@ -19,10 +19,6 @@ from services.gateway.runtime import Runtime, runtime
 
 router = APIRouter(tags=["artifacts"])
 Rt = Annotated[Runtime, Depends(runtime)]
-RECORDED = (
-    "select 1 from events where agent = ? and type = 'artifact_written'"
-    " and json_extract(cast(event as text), '$.body.sha256') = ? limit 1"
-)
 
 
 @router.get(
@@ -45,7 +41,7 @@ async def artifact(
     name = artifact_name(sha256)
     if name is None:
         raise ApiError(400, f"{sha256!r} is not a sha256: give 64 lower-case hex digits")
-    recorded = await rt.projection.rows(RECORDED, agent.address, sha256)
+    recorded = await rt.projection.read(lambda store: store.wrote_artifact(agent.address, sha256))
     path = rt.settings.home / "artifacts" / name
     if not recorded or not path.is_file():
         raise ApiError(404, f"{agent.address} has no artifact {sha256}")

@@ -18,7 +18,8 @@ from services.gateway.openapi import errors
 from services.gateway.routes_agents import agent_out
 from services.gateway.runtime import Runtime, runtime
 from services.keys import PUBLISHABLE
-from services.projection.store import AgentRow, ProjectionStore
+from services.projection.store import AgentRow
+from services.projection.stores import ReadSide
 
 router = APIRouter(tags=["end users"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -77,7 +78,7 @@ async def conversations(
         )
     addresses = [address for _, address in caller.conversations]
 
-    async def existing(store: ProjectionStore) -> list[AgentRow]:
+    async def existing(store: ReadSide) -> list[AgentRow]:
         found = [await store.agent(address) for address in addresses]
         return [row for row in found if row is not None]
 

@@ -42,7 +42,7 @@ async def health(rt: Rt) -> JSONResponse:
 
 async def projection_state(rt: Runtime) -> str:
     try:
-        await rt.projection.rows("select count(*) from agents")
+        await rt.projection.read(lambda store: store.agent(""))
     except ProjectionUnavailableError as error:
         return error.message
     return "ok"

@@ -175,6 +175,12 @@ class PostgresStore(TimelineReads):
             )
         await self._transaction([(statement, [(address,)])])
 
+    async def clear(self) -> None:
+        """Delete every row, in one transaction (a rebuild starts from empty tables)."""
+        await self._db.execute(
+            "truncate events, agents, specs, keys, memories, passages, documents"
+        )
+
     async def _transaction(self, statements: Statements) -> None:
         if not statements:
             return

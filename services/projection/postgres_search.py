@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, LiteralString
 
+import psycopg
 from psycopg import AsyncConnection
 
 from schemas.knowledge import Document, DocumentSearch, IndexedDocument, Passage, PassageHit
@@ -75,10 +76,15 @@ def _tsquery(words: Sequence[str]) -> str:
     return " || ".join("plainto_tsquery('simple', %s)" for _ in words)
 
 
-async def memories(db: Db, search: MemorySearch) -> list[MemoryHit]:
+Query = tuple[str, tuple[object, ...]]
+
+
+def memory_query(search: MemorySearch) -> Query | None:
+    """The query that ranks `search`'s words within its scopes, and its arguments; None
+    when it can find nothing (no words, no scopes, scopes of more than one tenant)."""
     words, scopes = query_words(search.query), search.scopes
     if not words or not scopes or len({s.tenant for s in scopes}) != 1:
-        return []
+        return None
     within = " or ".join("(m.scope = %s and m.owner = %s)" for _ in scopes)
     args: list[object] = [*words, scopes[0].tenant]
     for scope in scopes:
@@ -89,8 +95,18 @@ async def memories(db: Db, search: MemorySearch) -> list[MemoryHit]:
         f" where m.words @@ q.q and m.tenant = %s and ({within})"
         " order by ts_rank(m.words, q.q, 2) desc, m.id limit %s"
     )
-    rows = await _all(db, statement, *args, max(min(search.limit, 50), 1))
-    return [MemoryHit(_record(row)) for row in rows]
+    return statement, (*args, max(min(search.limit, 50), 1))
+
+
+async def memories(db: Db, search: MemorySearch) -> list[MemoryHit]:
+    query = memory_query(search)
+    return [MemoryHit(_record(row)) for row in await _all(db, query[0], *query[1])] if query else []
+
+
+def memories_now(url: str, search: MemorySearch) -> list[MemoryHit]:
+    """`memories` on a read-only connection of its own, in this thread (a tool's step)."""
+    query = memory_query(search)
+    return [MemoryHit(_record(row)) for row in _now(url, query)] if query else []
 
 
 async def listed_memories(db: Db, scope: MemoryScope, limit: int) -> list[MemoryRecord]:
@@ -120,10 +136,12 @@ def removed(tenant: str, id_: str) -> Statements:
     return [(CLEAR_PASSAGES, [(tenant, id_)]), (DELETE_DOCUMENT, [(tenant, id_)])]
 
 
-async def passages(db: Db, search: DocumentSearch) -> list[PassageHit]:
+def passage_query(search: DocumentSearch) -> Query | None:
+    """The query that ranks `search`'s words in its tenant's released passages, and its
+    arguments; None when it can find nothing (no words)."""
     words = query_words(search.query)
     if not words or not search.tenant:
-        return []
+        return None
     statement = (
         "select p.document, d.title, p.n, p.start, p.section, p.text"  # noqa: S608 - placeholders
         " from passages p join documents d on d.id = p.document,"
@@ -132,8 +150,24 @@ async def passages(db: Db, search: DocumentSearch) -> list[PassageHit]:
         " and d.status = 'released'"
         " order by ts_rank(p.words, q.q, 2) desc, p.document, p.n limit %s"
     )
-    rows = await _all(db, statement, *words, search.tenant, max(min(search.limit, 50), 1))
-    return _hits(rows)
+    return statement, (*words, search.tenant, max(min(search.limit, 50), 1))
+
+
+async def passages(db: Db, search: DocumentSearch) -> list[PassageHit]:
+    query = passage_query(search)
+    return _hits(await _all(db, query[0], *query[1])) if query else []
+
+
+def passages_now(url: str, search: DocumentSearch) -> list[PassageHit]:
+    """`passages` on a read-only connection of its own, in this thread (a tool's step)."""
+    query = passage_query(search)
+    return _hits(_now(url, query)) if query else []
+
+
+def _now(url: str, query: Query) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("set default_transaction_read_only = on")
+        return db.execute(query[0], query[1]).fetchall()
 
 
 async def listed_documents(db: Db, tenant: str, limit: int) -> list[Document]:

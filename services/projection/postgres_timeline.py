@@ -19,6 +19,7 @@ from schemas.events import (
     PageCallClaimed,
 )
 from services.projection.store import QUEUE_WINDOW, ApprovalRow, Page, _from_turn
+from services.projection.tallies import Tallies
 
 _APPROVALS = (
     "('approval_requested', 'approval_answered', 'approval_abandoned', 'page_call_claimed')"
@@ -192,6 +193,54 @@ class TimelineReads:
             f"{tenant}/",
         )
         return int(row[0]) if row else 0
+
+    async def tallies(self) -> Tallies:
+        """What the metrics count over every tenant (`tallies.py`'s queries)."""
+        rounds = await self._one_or_none(
+            "select count(*),"
+            " coalesce(sum((event->'body'->'usage'->>'prompt_tokens')::bigint), 0),"
+            " coalesce(sum((event->'body'->'usage'->>'completion_tokens')::bigint), 0),"
+            " coalesce(sum((event->'body'->'usage'->>'cached_tokens')::bigint), 0)"
+            " from events where type = 'model_message'"
+        )
+        errors = await self._one_or_none(
+            "select count(*) from events where type = 'tool_finished'"
+            " and event->'body'->>'status' = 'error'"
+        )
+        assert rounds is not None
+        assert errors is not None
+        return Tallies(
+            await self._all(
+                "select event->'body'->>'outcome', count(*) from events"
+                " where type = 'turn_ended' group by 1"
+            ),
+            (int(rounds[0]), int(rounds[1]), int(rounds[2]), int(rounds[3])),
+            int(errors[0]),
+            await self._all("select status, count(*) from agents group by status"),
+            await self._all(
+                "select event->'body'->>'model', count(*),"
+                " coalesce(sum((event->'body'->'usage'->>'prompt_tokens')::bigint), 0),"
+                " coalesce(sum((event->'body'->'usage'->>'cached_tokens')::bigint), 0),"
+                " coalesce(sum((event->'body'->'timing'->>'queue_seconds')::float8), 0),"
+                " coalesce(sum((event->'body'->'timing'->>'first_token_seconds')::float8), 0),"
+                " coalesce(avg((event->'body'->'timing'->>'tokens_per_second')::float8), 0)"
+                " from events where type = 'model_message' group by 1 order by 1"
+            ),
+            await self._all(
+                "select event->'body'->>'model', count(*) from events"
+                " where type = 'model_fallback' group by 1 order by 1"
+            ),
+        )
+
+    async def wrote_artifact(self, agent: str, sha256: str) -> bool:
+        """Whether the agent's timeline shows it wrote the artifact `sha256`."""
+        row = await self._one_or_none(
+            "select 1 from events where agent = %s and type = 'artifact_written'"
+            " and event->'body'->>'sha256' = %s limit 1",
+            agent,
+            sha256,
+        )
+        return row is not None
 
     async def _all(self, statement: str, *args: object) -> list[tuple[Any, ...]]:
         cursor = await self._db.execute(statement, args)

@@ -43,8 +43,10 @@ from services.ingress import AsyncIngress
 from services.observe import tracing
 from services.projection.catalog import Decided
 from services.projection.erasure import Erasable
+from services.projection.postgres import PostgresStore
 from services.projection.rebuild import ArchivedTimelines, rebuild_from_restate
 from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide
 
 T = TypeVar("T")
 log = logging.getLogger("teaspill.projection")
@@ -83,15 +85,22 @@ class _Records:
 
 class Projection:
     """The store of this process, opened on first use; one writer task commits what is
-    queued, a group at a time."""
+    queued, a group at a time. The SQLite file at `path`, or the PostgreSQL store at
+    `url` when one is given."""
 
     def __init__(
-        self, path: Path, tell: Tell | None = None, overflow: Overflow | None = None
+        self,
+        path: Path,
+        tell: Tell | None = None,
+        overflow: Overflow | None = None,
+        *,
+        url: str = "",
     ) -> None:
         self.path = path
+        self.url = url
         self._tell = tell
         self._overflow = overflow
-        self._store: ProjectionStore | None = None
+        self._store: ReadSide | None = None
         self._lock = asyncio.Lock()
         self._closed = False
         self._queue: list[_Records] = []
@@ -153,14 +162,19 @@ class Projection:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name="projection writer")
 
-    async def replace(self, fill: Callable[[ProjectionStore], Awaitable[T]]) -> T:
-        """Start from an empty file and fill it while every other write waits."""
+    async def replace(self, fill: Callable[[ReadSide], Awaitable[T]]) -> T:
+        """Start from an empty file (or emptied tables) and fill it while every other
+        write waits."""
         async with self._lock:
             await self._close_store()
-            await asyncio.to_thread(_remove, self.path)
-            return await fill(await self._reopen())
+            if not self.url:
+                await asyncio.to_thread(_remove, self.path)
+            store = await self._reopen()
+            if isinstance(store, PostgresStore):
+                await store.clear()
+            return await fill(store)
 
-    async def apply(self, work: Callable[[ProjectionStore], Awaitable[None]]) -> None:
+    async def apply(self, work: Callable[[ReadSide], Awaitable[None]]) -> None:
         """`work` on the store between two group commits (a write of its own)."""
         async with self._lock:
             await work(await self._current())
@@ -228,17 +242,20 @@ class Projection:
                     self._held.setdefault(event.agent, set()).add(event.seq)
         return True
 
-    async def _current(self) -> ProjectionStore:
+    async def _current(self) -> ReadSide:
         store = self._store
-        if store is None or not self.path.exists():  # a stat: not worth a thread hop
+        if store is None or (not self.url and not self.path.exists()):  # a stat, no hop
             store = await self._reopen()
         return store
 
-    async def _reopen(self) -> ProjectionStore:
+    async def _reopen(self) -> ReadSide:
         await self._close_store()
         if self._closed:
             raise ProjectionClosedError("the projection is closed: this process is stopping")
-        self._store = await ProjectionStore.open(self.path)
+        if self.url:
+            self._store = await PostgresStore.open(self.url)
+        else:
+            self._store = await ProjectionStore.open(self.path)
         return self._store
 
     async def _close_store(self) -> None:

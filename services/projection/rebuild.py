@@ -31,7 +31,7 @@ from services.contracts import (
 )
 from services.ingress import AsyncIngress
 from services.projection.catalog import Decided
-from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide
 
 PAGE = 500
 
@@ -47,7 +47,7 @@ class ArchivedTimelines(Protocol):
 
 
 async def rebuild_from_restate(
-    store: ProjectionStore,
+    store: ReadSide,
     ingress_url: str,
     admin_url: str,
     archived: ArchivedTimelines | None = None,
@@ -86,7 +86,7 @@ async def _keys_of(http: httpx.AsyncClient, admin_url: str, service: str) -> lis
     return sorted(str(row["service_key"]) for row in rows)
 
 
-async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: str) -> int:
+async def _copy_timeline(ingress: AsyncIngress, store: ReadSide, agent: str) -> int:
     """The agent's timeline, page by page, then its status as the agent decides it (from
     its turn's phase), as the agent's own batches carry it."""
     after = copied = 0
@@ -107,7 +107,7 @@ async def _copy_timeline(ingress: AsyncIngress, store: ProjectionStore, agent: s
 
 
 async def _copy_archived(
-    archived: ArchivedTimelines, store: ProjectionStore, held: set[str]
+    archived: ArchivedTimelines, store: ReadSide, held: set[str]
 ) -> tuple[list[str], int]:
     """The archived agents' timelines from their copies, and their catalog rows marked
     archived (what archiving them had shown); a read through Restate would bring them
@@ -125,21 +125,21 @@ async def _copy_archived(
     return found, copied
 
 
-async def _copy_specs(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+async def _copy_specs(ingress: AsyncIngress, store: ReadSide, tenant: str) -> int:
     versions = (await ingress.call(SPECS, Empty(), tenant)).versions
     for published in versions:
         await store.record_spec(published)
     return len(versions)
 
 
-async def _copy_keys(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+async def _copy_keys(ingress: AsyncIngress, store: ReadSide, tenant: str) -> int:
     keys = (await ingress.call(KEYS, Empty(), tenant)).keys
     for key in keys:
         await store.record_key(key)
     return len(keys)
 
 
-async def _copy_documents(ingress: AsyncIngress, store: ProjectionStore, tenant: str) -> int:
+async def _copy_documents(ingress: AsyncIngress, store: ReadSide, tenant: str) -> int:
     """The tenant's documents, each with its passages once released."""
     listed = (await ingress.call(DOCUMENTS, Empty(), tenant)).documents
     for document in listed:
@@ -148,7 +148,7 @@ async def _copy_documents(ingress: AsyncIngress, store: ProjectionStore, tenant:
     return len(listed)
 
 
-async def _copy_memories(ingress: AsyncIngress, store: ProjectionStore, scope: str) -> int:
+async def _copy_memories(ingress: AsyncIngress, store: ReadSide, scope: str) -> int:
     """The scope's records, page by page (a forgotten record's key is cleared: none of it
     comes back)."""
     after, copied = "", 0

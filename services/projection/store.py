@@ -39,7 +39,7 @@ from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
-from services.projection import knowledge, memories
+from services.projection import knowledge, memories, tallies
 from services.projection.catalog import Decided, catalog_rows
 from services.projection.erasure import Erasable, Statements, erasable, erase, securely
 from services.projection.migrations import MIGRATIONS
@@ -476,6 +476,14 @@ class ProjectionStore:
             (tenant, tenant),
         )
         return [_key(tuple(row)) for row in await cursor.fetchall()]
+
+    async def tallies(self) -> tallies.Tallies:
+        """What the metrics count over every tenant (`tallies.py`)."""
+        return await tallies.tallies(self._db)
+
+    async def wrote_artifact(self, agent: str, sha256: str) -> bool:
+        """Whether the agent's timeline shows it wrote the artifact `sha256`."""
+        return await tallies.wrote_artifact(self._db, agent, sha256)
 
     async def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every table's rows in a stable order: for comparing two projections."""

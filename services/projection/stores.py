@@ -18,6 +18,7 @@ from schemas.tenant import ApiKey, PublishedSpec
 from services.projection.catalog import Decided
 from services.projection.erasure import Erasable
 from services.projection.store import AgentRow, ApprovalRow, Page, ProjectionStore
+from services.projection.tallies import Tallies
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -86,6 +87,10 @@ class ReadSide(Protocol):
     async def key_by_hash(self, hash_: str) -> ApiKey | None: ...
     async def publishable_origins(self) -> frozenset[str]: ...
     async def keys(self, tenant: str | None = None) -> list[ApiKey]: ...
+    async def tallies(self) -> Tallies:
+        """What the metrics count over every tenant."""
+
+    async def wrote_artifact(self, agent: str, sha256: str) -> bool: ...
     async def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every table's rows in a stable order: for comparing two projections."""
 

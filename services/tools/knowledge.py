@@ -4,13 +4,12 @@ from the agent's address, never from what the model writes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from schemas.address import tenant_of
 from schemas.chat import ToolDefinition, canonical
 from schemas.knowledge import DocumentSearch
-from services.projection.knowledge import search_now
+from services.projection.searching import Where, search_documents
 from services.tools.base import FunctionTool, ToolContext, ToolError
 
 SEARCH_DOCS = "search_docs"
@@ -31,12 +30,12 @@ DEFINITION = ToolDefinition(
 )
 
 
-def search_docs_tool(projection: Path) -> FunctionTool:
+def search_docs_tool(projection: Where) -> FunctionTool:
     def search(arguments: dict[str, Any], context: ToolContext) -> str:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("search_docs needs `query`, words to look for.")
-        found = search_now(projection, DocumentSearch(tenant_of(context.agent), query, SHOWN))
+        found = search_documents(projection, DocumentSearch(tenant_of(context.agent), query, SHOWN))
         passages = [
             {"document": h.document, "title": h.title, "passage": h.passage.n,
              "section": h.passage.section, "text": h.passage.text}

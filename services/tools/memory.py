@@ -8,7 +8,6 @@ what one user tells a model never reaches the prompts of the tenant's other user
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, get_args
 
 from schemas.address import tenant_of
@@ -21,7 +20,7 @@ from schemas.memory import (
     MemoryScope,
     MemorySearch,
 )
-from services.projection.memories import search_now
+from services.projection.searching import Where, search_memories
 from services.tools.base import FunctionTool, ToolContext, ToolError
 
 REMEMBER, SEARCH_MEMORY = "remember", "search_memory"
@@ -112,12 +111,12 @@ def remember_tool(send: Remember) -> FunctionTool:
     return FunctionTool(REMEMBER_DEFINITION, remember, effects=True)
 
 
-def search_tool(projection: Path) -> FunctionTool:
+def search_tool(projection: Where) -> FunctionTool:
     def search(arguments: dict[str, Any], context: ToolContext) -> str:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("search_memory needs `query`, words to look for.")
-        found = search_now(
+        found = search_memories(
             projection, MemorySearch(query, scopes(context.agent, context.user), SHOWN)
         )
         notes = [{"id": h.record.id, "text": h.record.text} for h in found]

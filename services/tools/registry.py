@@ -16,7 +16,7 @@ from schemas.harness import ToolResult, ToolStatus
 from schemas.memory import MemorySearch, MemoryShown
 from services.config import plugin
 from services.effects.ledger import EffectLedger
-from services.projection.memories import search_now
+from services.projection.searching import Where, search_memories
 from services.tools.base import UNKNOWN_OUTCOME, Tool, ToolContext, ToolError, capped
 from services.tools.builtin import BUILTIN_TOOLS
 from services.tools.deadline import DEFAULT_SECONDS, OutcomeUnknownError, WithDeadline
@@ -47,12 +47,15 @@ class ToolRegistry:
         home: Path,
         ledger: EffectLedger,
         mcp: McpHub | None = None,
+        projection: Where | None = None,
     ) -> None:
-        """`ledger` makes each call of a tool with `effects` happen at most once per
+        """`projection`: where the memory records are searched (the home's SQLite file
+        unless given); `ledger` makes each call of a tool with `effects` happen at most once per
         idempotency key (`services/effects`); `mcp` lists and calls the operator's MCP
         servers' tools, which each turn finds anew (`services/mcp`)."""
         self._tools = {tool.definition.name: tool for tool in tools}
         self._home = home
+        self._projection = projection or home / "projection.db"
         self._ledger = ledger
         self.mcp = mcp
 
@@ -64,7 +67,7 @@ class ToolRegistry:
         end user's when a user's message started the turn, and its tenant's), from the
         projection this process keeps."""
         search = MemorySearch(text, scopes(agent, user), SHOWN_AT_TURN_START)
-        hits = search_now(self._home / "projection.db", search)
+        hits = search_memories(self._projection, search)
         return MemoryShown(tuple(hit.record for hit in hits))
 
     def has_effects(self, name: str) -> bool:
@@ -123,6 +126,7 @@ def load_tools(
     mcp: McpHub | None = None,
     *,
     deployed: Iterable[Tool] = (),
+    projection: Where | None = None,
 ) -> ToolRegistry:
     """The built-in tools, those the deployment makes (`deployed`: the memory tools, which
     need its addresses) and the `TOOLS` list of each named module, each call failing with
@@ -130,4 +134,5 @@ def load_tools(
     tools: list[Tool] = [*BUILTIN_TOOLS, *deployed]
     for name in modules:
         tools.extend(plugin(name, "TOOLS", "TEASPILL_TOOL_MODULES"))
-    return ToolRegistry([WithDeadline(tool, deadline) for tool in tools], home, ledger, mcp)
+    timed = [WithDeadline(tool, deadline) for tool in tools]
+    return ToolRegistry(timed, home, ledger, mcp, projection)

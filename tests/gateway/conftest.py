@@ -34,7 +34,7 @@ from schemas.tenant import ApiKey, KeyRef, Keys, Offered, PublishedSpec, Scope, 
 from services.contracts import TENANT, TENANT_KEYS
 from services.gateway.app import create_app
 from services.keys import new_key
-from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide, open_store
 from services.settings import Settings
 from services.tenant.object import latest, next_version, with_key, without_key
 from tests.gateway.streaming import StreamingTransport
@@ -192,7 +192,7 @@ class World:
     app: FastAPI
     client: httpx.AsyncClient
     streams: httpx.AsyncClient
-    store: ProjectionStore
+    store: ReadSide
     ingress: FakeIngress
     settings: Settings
     keys: dict[str, str]
@@ -220,7 +220,7 @@ KEYS: dict[str, tuple[str, Scope]] = {
 }
 
 
-async def seed(store: ProjectionStore, ingress: FakeIngress | None = None) -> dict[str, str]:
+async def seed(store: ReadSide, ingress: FakeIngress | None = None) -> dict[str, str]:
     """The projection's keys, specs and timelines; the keys are the tenants' in `ingress`
     too (the gateway confirms a key with its tenant's record before trusting it)."""
     keys = {}
@@ -241,11 +241,12 @@ async def seed(store: ProjectionStore, ingress: FakeIngress | None = None) -> di
     return keys
 
 
-def settings_for(home: Path) -> Settings:
+def settings_for(home: Path, projection_url: str = "") -> Settings:
     """Limits per key off (tests of them set their own): the tests here send many
     requests and open many streams with one key."""
     return Settings(
         home=home,
+        projection_url=projection_url,
         max_body_bytes=MAX_BODY,
         live_token=LIVE_TOKEN,
         metrics_token=METRICS_TOKEN,
@@ -263,7 +264,7 @@ async def make_world(
     settings = settings or settings_for(home)
     ingress = FakeIngress()
     options = {"heartbeat": 0.2, "poll_interval": 0.02, **options}
-    async with await ProjectionStore.open(home / "projection.db") as store:
+    async with await open_store(settings.projection_url, home) as store:
         keys = await seed(store, ingress)
         app = create_app(settings, ingress_transport=httpx.MockTransport(ingress), **options)
         async with (
@@ -278,9 +279,11 @@ async def make_world(
             yield World(app, client, streams, store, ingress, settings, keys)
 
 
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    async with make_world(tmp_path) as world:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    """A gateway on a seeded projection: SQLite's file, or a PostgreSQL database."""
+    url = request.getfixturevalue("postgres").database() if request.param == "postgres" else ""
+    async with make_world(tmp_path, settings_for(tmp_path, url)) as world:
         yield world
 
 

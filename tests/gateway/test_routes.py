@@ -13,6 +13,7 @@ from schemas.events import Event, TimelinePage, ToolFinished, TurnEnded
 from schemas.spec import AgentSpec
 from schemas.tenant import PublishedSpec, SpecVersions
 from services.gateway.app import create_app
+from services.projection.postgres import PostgresStore
 from services.projection.store import ProjectionStore
 from services.settings import Settings
 from tests.gateway.conftest import T0, FakeIngress, World, seed, settings_for, timeline
@@ -242,6 +243,7 @@ async def test_a_gateway_started_before_the_projection_exists_waits_for_it(
             assert late.status_code == 200
 
 
+@pytest.mark.parametrize("world", ["sqlite"], indirect=True)
 async def test_a_rebuilt_projection_is_read_again(world: World, tmp_path: Path) -> None:
     assert (await world.client.get("/v1/agents", headers=world.auth("read"))).status_code == 200
     await world.store.close()
@@ -258,6 +260,18 @@ async def test_a_rebuilt_projection_is_read_again(world: World, tmp_path: Path) 
                 break
             await asyncio.sleep(0.05)
         assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("world", ["postgres"], indirect=True)
+async def test_a_rebuilt_shared_projection_is_read_at_once(world: World) -> None:
+    """On PostgreSQL a rebuild empties the tables and fills them again under the readers."""
+    assert isinstance(world.store, PostgresStore)
+    await world.store.clear()
+    assert await world.store.agent("acme.alpha") is None
+    world.keys = await seed(world.store, world.ingress)
+    await world.store.record_events(timeline("acme.rebuilt", 1))
+    response = await world.client.get("/v1/agents/acme.rebuilt", headers=world.auth("read"))
+    assert response.status_code == 200, response.text
 
 
 def remove_projection(path: Path) -> None:

@@ -1,9 +1,8 @@
 """The store tests run on both stores: SQLite's file, and a real PostgreSQL cluster
-started once for the session (`tests/fixtures/postgres.py`)."""
+started once for the session (`postgres`, in `tests/conftest.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from services.projection.postgres import PostgresStore
 from services.projection.store import ProjectionStore
 from services.projection.stores import ReadSide
-from tests.fixtures.postgres import Cluster, cluster
+from tests.fixtures.postgres import Cluster
 
 
 class Stores:
@@ -56,12 +55,6 @@ class PostgresStores(Stores):
 
     async def again(self) -> ReadSide:
         return await PostgresStore.open(self.url)
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
-    with cluster() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -11,10 +11,14 @@ from typing import Any
 import psycopg
 import pytest
 
+from schemas.knowledge import DocumentSearch
+from schemas.memory import MemoryRecord, MemoryScope, MemorySearch
 from schemas.tenant import ApiKey
 from services.projection.postgres import CHANNEL, PostgresStore
+from services.projection.searching import search_documents, search_memories
 from services.projection.store import ProjectionStore
 from services.projection.stores import open_store
+from services.settings import ConfigError, load_settings
 from tests.fixtures.postgres import Cluster
 from tests.projection.test_store import EVENTS, T0, timeline
 
@@ -62,3 +66,27 @@ def test_the_url_chooses_the_store(postgres: Cluster, tmp_path: Path) -> None:
     assert (tmp_path / "projection.db").exists()
     with pytest.raises(ValueError, match=r"not a PostgreSQL URL: give postgresql://"):
         asyncio.run(open_store("mysql://db/x", tmp_path))
+
+
+def test_a_tools_search_reads_the_store_it_is_pointed_at(postgres: Cluster) -> None:
+    """A tool's step searches on a connection of its own, in its own thread."""
+    url = postgres.database()
+    tea = MemoryRecord("m1", MemoryScope("acme", "tenant"), "episodic", "tea at six", T0)
+
+    async def write() -> None:
+        async with await PostgresStore.open(url) as store:
+            await store.record_memories([tea])
+
+    asyncio.run(write())
+    found = search_memories(url, MemorySearch("tea", (tea.scope,)))
+    assert [hit.record for hit in found] == [tea]
+    assert search_memories(url, MemorySearch("tea", (MemoryScope("globex", "tenant"),))) == []
+    assert search_documents(url, DocumentSearch("acme", "tea")) == []
+
+
+def test_a_projection_url_that_is_not_postgresql_is_refused_without_being_shown() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(projection_url="mysql://me:hunter2@db/teaspill")
+    said = str(refused.value)
+    assert said.startswith("TEASPILL_PROJECTION_URL is not valid: give a PostgreSQL URL")
+    assert "hunter2" not in said

@@ -185,3 +185,18 @@ def test_what_an_erasure_finds_and_what_it_leaves(stores: Stores) -> None:
         assert await store.agent_count("globex") == 1
 
     run(stores, work)
+
+
+def test_what_the_metrics_count_and_who_wrote_an_artifact(stores: Stores) -> None:
+    async def work(store: ReadSide) -> None:
+        tallies = await store.tallies()
+        assert sorted(tallies.turns) == [("succeeded", 1)]
+        assert tallies.rounds == (2, 20, 10, 0)
+        assert tallies.tool_errors == 0
+        assert sorted(tallies.agents) == [("idle", 2), ("running", 1), ("waiting", 1)]
+        assert [(model, int(calls)) for model, calls, *_ in tallies.models] == [("script", 2)]
+        assert tallies.fallbacks == []
+        assert await store.wrote_artifact("acme.r", "sha-a")
+        assert not await store.wrote_artifact("acme.rx", "sha-a")
+
+    run(stores, work)
