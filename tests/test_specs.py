@@ -33,6 +33,12 @@ MISTAKES = [
         "unknown field 'limits.max_round'. Did you mean 'limits.max_rounds'?",
     ),
     (
+        GOOD + "[memory]\nextracts = true\n",
+        "unknown field 'memory.extracts'. Did you mean 'memory.extract'? Memory settings are: "
+        "extract, tenant_writes.",
+    ),
+    (GOOD + '[memory]\nextract = "yes"\n', "memory.extract"),
+    (
         GOOD + "[limits]\nmax_turn_seconds = 1e9\n",
         "'limits.max_turn_seconds' is 1000000000.0; it must be a number from 0 to 86400.",
     ),
