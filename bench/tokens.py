@@ -34,10 +34,14 @@ def _public(private: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> str:
     )
 
 
+KEY_ID = "9c2e4a6b8d0f"
+"""The publishable key the tokens are signed for (`aud`)."""
+
+
 def cases() -> dict[str, tuple[str, EndUsers]]:
     """A token and the registration it verifies with, per algorithm."""
     later = int(time.time()) + 3600  # noqa: TID251 - not durable code
-    claims = {"sub": "user-1842", "exp": later}
+    claims = {"sub": "user-1842", "exp": later, "aud": KEY_ID}
     found: dict[str, tuple[str, EndUsers]] = {
         "HS256": (jwt.encode(claims, SECRET, algorithm="HS256"), EndUsers("HS256", SECRET))
     }
@@ -67,7 +71,7 @@ def spread(spent: list[float]) -> str:
 
 
 def _verifying(token: str, registered: EndUsers) -> Callable[[], object]:
-    return lambda: user_of(token, registered)
+    return lambda: user_of(token, registered, KEY_ID, time.time())  # noqa: TID251 - not durable
 
 
 def main() -> None:

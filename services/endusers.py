@@ -2,14 +2,16 @@
 of their conversation with an agent kind.
 
 A tenant registers the key that verifies its end-user tokens (`EndUsers`): an HS256
-secret, or an RS256 or ES256 public key. A token is a JWT naming the user (`sub`) with an
-expiry (`exp`); `aud` and `iss` are checked when the tenant set them. Only the registered
-algorithm is accepted, so a token cannot choose how it is checked (no `none`, no HS256
-signed with a public key).
+secret, or an RS256 (2048 bits or more) or ES256 public key. A token is a JWT naming the
+user (`sub`), for one publishable key (`aud` names the key's id, so the kinds and origins
+of a key are a boundary a token of another key does not cross), with an expiry (`exp`)
+at most `MAX_TOKEN_HOURS` ahead; the tenant's own `aud` and `iss` are checked too when it
+set them. Only the registered algorithm is accepted, so a token cannot choose how it is
+checked (no `none`, no HS256 signed with a public key).
 
 A visitor without a token, when the tenant allows it, is given a visitor token by the
 gateway (`tsv_<jwt>`, signed with a secret only the gateway holds) that names an id the
-gateway chose; it is presented like an end-user token.
+gateway chose, for the key that asked; it is presented like an end-user token.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from schemas.tenant import Algorithm, EndUsers
 
 MIN_SECRET = 32
 """Bytes an HS256 secret needs at least (RFC 7518 asks for the hash's size)."""
+MIN_RSA_BITS = 2048
+MAX_TOKEN_HOURS = 24
+"""The longest an end-user token may live: from its `iat` (or from now) to its `exp`."""
 MAX_USER = 200
 VISITOR = "visitor:"
 """How a visitor's user id begins; a token's `sub` may not, so the two never meet."""
@@ -51,9 +56,11 @@ def problem(wanted: EndUsers) -> str | None:
     if wanted.algorithm == "HS256":
         return _secret_problem(wanted.key)
     try:
-        verifying_key(wanted.algorithm, wanted.key)
+        loaded = verifying_key(wanted.algorithm, wanted.key)
     except ValueError as error:
         return str(error)
+    if isinstance(loaded, rsa.RSAPublicKey) and loaded.key_size < MIN_RSA_BITS:
+        return f"the RS256 key has {loaded.key_size} bits: an RSA key needs at least {MIN_RSA_BITS}"
     return None
 
 
@@ -81,14 +88,17 @@ def verifying_key(algorithm: Algorithm, key: str) -> Any:
     return loaded
 
 
-def user_of(token: str, registered: EndUsers) -> str:
-    """The user an end-user token names, once it is verified; else `TokenError`."""
+def user_of(token: str, registered: EndUsers, key_id: str, now: float) -> str:
+    """The user an end-user token names, once it is verified for the publishable key
+    `key_id` at `now` (seconds since the epoch); else `TokenError`."""
     if registered.algorithm is None:
         raise TokenError(
             "this tenant has registered no end-user token key (PUT /v1/end-users): "
             "tokens cannot be checked"
         )
     claims = _claims(token, registered)
+    _for_key(claims, registered, key_id)
+    _short_lived(claims, now)
     subject = claims.get("sub")
     if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_USER:
         raise TokenError(f"the end-user token's sub must be a string of 1 to {MAX_USER} characters")
@@ -104,17 +114,49 @@ def _claims(token: str, registered: EndUsers) -> dict[str, Any]:
             token,
             verifying_key(registered.algorithm, registered.key),
             algorithms=[registered.algorithm],
-            audience=registered.audience or None,
             issuer=registered.issuer or None,
-            options={"require": ["sub", "exp"]},
+            options={"require": _required(registered), "verify_aud": False},
         )
     except jwt.PyJWTError as error:
         raise TokenError(_sentence(error, registered)) from error
 
 
+def _required(registered: EndUsers) -> list[str]:
+    return ["sub", "exp", "aud", *(["iss"] if registered.issuer else [])]
+
+
+def _for_key(claims: dict[str, Any], registered: EndUsers, key_id: str) -> None:
+    """`aud` names the key (and the tenant's audience, when it set one)."""
+    aud = claims.get("aud")
+    named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if key_id not in named:
+        raise TokenError(
+            f"the end-user token is not for publishable key {key_id}: its aud must name "
+            "the key's id (a token is signed for one key)"
+        )
+    if registered.audience and registered.audience not in named:
+        raise TokenError(
+            f"the end-user token's aud does not name this tenant's audience "
+            f"({registered.audience}) beside the key's id"
+        )
+
+
+def _short_lived(claims: dict[str, Any], now: float) -> None:
+    exp, iat = claims["exp"], claims.get("iat")
+    start = iat if isinstance(iat, int | float) and iat <= now else now
+    hours = (float(exp) - float(start)) / 3600
+    if hours > MAX_TOKEN_HOURS:
+        raise TokenError(
+            f"the end-user token lives {hours:.0f} hours, more than the "
+            f"{MAX_TOKEN_HOURS} an end-user token may: sign it with an exp at most "
+            f"{MAX_TOKEN_HOURS} hours after its iat"
+        )
+
+
 def _sentence(error: jwt.PyJWTError, registered: EndUsers) -> str:
     if isinstance(error, jwt.MissingRequiredClaimError):
-        return f"the end-user token has no {error.claim} claim: it needs sub and exp"
+        needed = ", ".join(_required(registered))
+        return f"the end-user token has no {error.claim} claim: this tenant's tokens need {needed}"
     sentences: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
         (jwt.ExpiredSignatureError, "has expired: ask the product's backend for a new one"),
         (
@@ -122,10 +164,6 @@ def _sentence(error: jwt.PyJWTError, registered: EndUsers) -> str:
             f"is not signed with {registered.algorithm}, the only algorithm this tenant takes",
         ),
         (jwt.InvalidSignatureError, "has a signature the tenant's key does not verify"),
-        (
-            jwt.InvalidAudienceError,
-            f"has an aud other than this tenant's audience ({registered.audience or 'none'})",
-        ),
         (jwt.InvalidIssuerError, f"has an iss other than {registered.issuer}"),
         (jwt.ImmatureSignatureError, "is not valid yet (its nbf or iat is in the future)"),
     )
@@ -140,30 +178,39 @@ def conversation_address(tenant: str, kind: str, user: str) -> str:
     return f"{tenant}.{ADDRESS_PREFIX}{hashlib.sha256(named).hexdigest()[:40]}"
 
 
-def visitor_token(secret: str, tenant: str, now: datetime) -> tuple[str, str]:
-    """A new visitor of `tenant`: its user id and the token that names it."""
+def visitor_token(secret: str, tenant: str, key_id: str, now: datetime) -> tuple[str, str]:
+    """A new visitor of `tenant` through publishable key `key_id`: its user id and the
+    token that names it."""
     user = f"{VISITOR}{secrets.token_hex(12)}"
     claims = {
         "sub": user,
         "tenant": tenant,
+        "aud": key_id,
         "iss": VISITOR_ISSUER,
         "exp": now + timedelta(days=VISITOR_DAYS),
     }
     return user, VISITOR_PREFIX + jwt.encode(claims, secret, algorithm="HS256")
 
 
-def visitor_of(token: str, secret: str, tenant: str) -> str:
-    """The visitor a gateway-issued token names, for `tenant`; else `TokenError`."""
+def visitor_of(token: str, secret: str, tenant: str, key_id: str) -> str:
+    """The visitor a gateway-issued token names, for `tenant` and publishable key `key_id`;
+    else `TokenError`."""
     try:
         claims = jwt.decode(
             token.removeprefix(VISITOR_PREFIX),
             secret,
             algorithms=["HS256"],
             issuer=VISITOR_ISSUER,
-            options={"require": ["sub", "exp", "tenant"]},
+            audience=key_id,
+            options={"require": ["sub", "exp", "tenant", "aud"]},
         )
     except jwt.ExpiredSignatureError as error:
         raise TokenError("the visitor token has expired: ask for a new one") from error
+    except (jwt.InvalidAudienceError, jwt.MissingRequiredClaimError) as error:
+        raise TokenError(
+            f"the visitor token was issued for another publishable key than {key_id}: "
+            "ask for a new one (POST /v1/visitors)"
+        ) from error
     except jwt.PyJWTError as error:
         raise TokenError("the visitor token was not issued by this deployment") from error
     if claims["tenant"] != tenant or not str(claims["sub"]).startswith(VISITOR):

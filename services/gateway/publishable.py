@@ -15,6 +15,7 @@ only when the request's key lists it.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 
 from starlette.types import Message, Send
@@ -82,8 +83,8 @@ def end_user(held: Held, headers: Mapping[str, str], path: str, visitors: Callab
         if token.startswith(VISITOR_PREFIX):
             if not held.end_users.anonymous:
                 raise TokenError("this tenant takes no visitors: the page needs an end-user token")
-            return visitor_of(token, visitors(), held.key.tenant)
-        return user_of(token, held.end_users)
+            return visitor_of(token, visitors(), held.key.tenant, held.key.id)
+        return user_of(token, held.end_users, held.key.id, time.time())  # noqa: TID251 - exp is wall-clock
     except TokenError as error:
         raise ApiError(401, str(error), CHALLENGE) from error
 

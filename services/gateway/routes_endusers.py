@@ -61,7 +61,9 @@ async def visitor(caller: Annotated[Principal, Depends(principal)], rt: Rt) -> V
             "(PUT /v1/end-users with anonymous true lets visitors in)",
         )
     now = datetime.now(UTC)  # noqa: TID251 - not durable
-    user, token = visitor_token(rt.hook_key.secret_for(VISITOR_SECRET), caller.tenant, now)
+    user, token = visitor_token(
+        rt.hook_key.secret_for(VISITOR_SECRET), caller.tenant, caller.key_id, now
+    )
     expires = (now + timedelta(days=VISITOR_DAYS)).isoformat()
     return VisitorOut(user=user, token=token, expires_at=expires)
 

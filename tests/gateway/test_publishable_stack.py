@@ -30,10 +30,15 @@ T = TypeVar("T")
 SECRET = "a-secret-of-the-product-backend-0123456789-0123456789-0123456789"  # noqa: S105 - a test value
 
 
-def token(user: str, *, secret: str = SECRET, seconds: float = 300, **claims: Any) -> str:
-    """What the product's backend signs for its signed-in user."""
-    body = {"sub": user, "exp": int(NOW() + seconds), **claims}
+def token(user: str, aud: str, *, secret: str = SECRET, seconds: float = 300, **claims: Any) -> str:
+    """What the product's backend signs for its signed-in user, for the publishable key
+    whose id is `aud`."""
+    body = {"sub": user, "aud": aud, "exp": int(NOW() + seconds), **claims}
     return jwt.encode(body, secret, algorithm="HS256")
+
+
+def key_id(key: str) -> str:
+    return key.split("_")[1]
 
 
 @dataclass
@@ -41,10 +46,14 @@ class Page:
     gw: GatewayStack
     key: str
 
+    @property
+    def key_id(self) -> str:
+        return key_id(self.key)
+
     def headers(self, user: str | None = None, origin: str = ORIGIN) -> dict[str, str]:
         found = {"Authorization": f"Bearer {self.key}", "Origin": origin}
         if user is not None:
-            found["Teaspill-User"] = token(user)
+            found["Teaspill-User"] = token(user, self.key_id)
         return found
 
     def get(self, path: str, user: str | None = "U", **given: Any) -> httpx.Response:
@@ -201,13 +210,15 @@ def test_tokens_expired_forged_or_of_another_algorithm_are_401(page: Page) -> No
             f"/v1/agents/{address('U')}/timeline", user=None, headers={"Teaspill-User": value}
         )
 
+    mine = page.key_id
     cases = {
-        token("U", seconds=-5): "the end-user token has expired",
-        token("U", secret=OTHER_SECRET): "has a signature the",
+        token("U", mine, seconds=-5): "the end-user token has expired",
+        token("U", mine, secret=OTHER_SECRET): "has a signature the",
         jwt.encode({"sub": "U", "exp": int(NOW()) + 60}, SECRET, algorithm="HS512"): (
             "is not signed with HS256"
         ),
-        jwt.encode({"sub": "U"}, SECRET, algorithm="HS256"): "has no exp claim",
+        jwt.encode({"sub": "U", "aud": mine}, SECRET, algorithm="HS256"): "has no exp claim",
+        token("U", mine, seconds=25 * 3600): "lives 25 hours, more than the 24",
         "not-a-jwt": "is not a well-formed JWT",
     }
     for value, words in cases.items():
@@ -324,3 +335,20 @@ def _seen(page: Page, at: str, kind: type[T]) -> T | None:
     response = page.get(f"/v1/agents/{at}/timeline?limit=500")
     found = [e.body for e in _events(response) if isinstance(e.body, kind)]
     return found[-1] if found else None
+
+
+def test_a_token_made_for_one_publishable_key_is_refused_with_another(page: Page) -> None:
+    made = page.gw.http.post(
+        "/v1/keys",
+        json={"scope": "publishable", "origins": [ORIGIN], "kinds": ["calc"]},
+        headers=page.gw.auth,
+    )
+    other = Page(page.gw, made.json()["key"])
+    eventually(lambda: other.get("/v1/me").status_code == 200 or None, 60, "the key to work")
+    theirs = {"Teaspill-User": token("U", page.key_id)}
+    refused = other.get("/v1/me/conversations", user=None, headers=theirs)
+    assert error(refused, 401) == (
+        f"the end-user token is not for publishable key {other.key_id}: its aud must name "
+        "the key's id (a token is signed for one key)"
+    )
+    assert page.get("/v1/me/conversations", user=None, headers=theirs).status_code == 200

@@ -46,7 +46,7 @@ class Site:
         return {
             "Authorization": f"Bearer {self.page_key}",
             "Origin": ORIGIN,
-            "Teaspill-User": token(user),
+            "Teaspill-User": token(user, self.page_key.split("_")[1]),
         }
 
     def say(self, user: str, kind: str, text: str) -> list[dict[str, Any]]:
