@@ -234,6 +234,8 @@ FORGET = Handler(MODEL, "forget", ErasureTargets, Empty, keyed=False)
 """Drops erased agents' prompt-cache entries, in the models of the process it reaches."""
 
 WORKSPACE_CALL = Handler(WORKSPACE, "call", WorkspaceCall, WorkspaceReply, keyed=False)
+WORKSPACE_FORKABLE = Handler(WORKSPACE, "forkable", WorkspaceFork, Empty, keyed=False)
+"""Refuses (409) a fork whose target has a workspace already."""
 WORKSPACE_FORK = Handler(WORKSPACE, "fork", WorkspaceFork, Copied, keyed=False)
 WORKSPACE_ERASE = Handler(WORKSPACE, "erase", WorkspaceErase, Erased, keyed=False)
 

@@ -138,6 +138,17 @@ async def restore(ctx: restate.ObjectContext, archives: Archives, address: str) 
     return Archived(address, len(found.entries), sum(len(e.value) for e in found.entries))
 
 
+async def has_copy(
+    ctx: restate.ObjectContext | restate.ObjectSharedContext, archives: Archives, address: str
+) -> bool:
+    """Whether the archive store holds a copy of the agent (one journaled step)."""
+
+    async def find() -> bool:
+        return await archives.find(address) is not None
+
+    return await ctx.run_typed("archived?", find, step_options(bool))
+
+
 async def archived_page(
     ctx: restate.ObjectSharedContext, archives: Archives, address: str, query: TimelineQuery
 ) -> TimelinePage | None:

@@ -30,6 +30,7 @@ from services.agent.archiving import (
     Archives,
     archive_handlers,
     archived_page,
+    has_copy,
     restore,
     retired_reads,
 )
@@ -63,6 +64,7 @@ from services.contracts import (
     TIMELINE,
     WAKE,
     WORKSPACE_FORK,
+    WORKSPACE_FORKABLE,
     Empty,
 )
 from services.durable import call, send
@@ -263,15 +265,13 @@ def _forks(
         address = _address(ctx.key())
         source = _fork_source(request, address)
         store = Store(ctx)
-        if (record := await store.record()).timeline.last_seq or record.turns:
-            raise restate.TerminalError(
-                f"{address} exists already: a fork needs an address no agent has.", 409
-            )
+        await _unused(ctx, store, archives, address)
         found = await call(ctx, FORK_SOURCE, ForkQuery(request.seq), key=source)
         spec = found.spec or await _published(ctx, source, found)
+        workspace = WorkspaceFork(source, address, spec.workspace.quota_mb)
+        await call(ctx, WORKSPACE_FORKABLE, workspace)
         if counted.agents:
             await call(ctx, TAKE_AGENT, Empty(), key=parse_address(address).tenant)
-        await call(ctx, WORKSPACE_FORK, WorkspaceFork(source, address, spec.workspace.quota_mb))
         events = await _copied(ctx, source, request.seq)
         at = datetime.fromtimestamp(await ctx.time(), UTC)
         forked = AgentForked(source, request.seq, request.by)
@@ -279,6 +279,7 @@ def _forks(
             timeline = forked_events(events, address, found, forked, at)
         except ForkError as error:
             raise restate.TerminalError(str(error), error.status) from error
+        await call(ctx, WORKSPACE_FORK, workspace)
         for index, chunk in enumerate(chunks_of(timeline)):
             store.write_chunk(index, chunk)
         for index, segment in enumerate(found.segments):
@@ -311,6 +312,21 @@ def _forks(
             )
         except ForkError as error:
             raise restate.TerminalError(str(error), error.status) from error
+
+
+async def _unused(
+    ctx: restate.ObjectContext, store: Store, archives: Archives | None, address: str
+) -> None:
+    """Refuse a fork onto an agent: one with a timeline, or one archived (its state is out
+    of Restate, its workspace is not)."""
+    if (record := await store.record()).timeline.last_seq or record.turns:
+        raise restate.TerminalError(
+            f"{address} exists already: a fork needs an address no agent has.", 409
+        )
+    if archives is not None and await has_copy(ctx, archives, address):
+        raise restate.TerminalError(
+            f"{address} is an archived agent: a fork needs an address no agent has.", 409
+        )
 
 
 def _fork_source(request: ForkRequest, address: str) -> str:

@@ -17,10 +17,22 @@ import restate
 from schemas.effects import Finished
 from schemas.lifecycle import Copied, Erased, WorkspaceErase, WorkspaceFork
 from schemas.workspace import WorkspaceCall, WorkspaceReply
-from services.contracts import WORKSPACE, WORKSPACE_CALL, WORKSPACE_ERASE, WORKSPACE_FORK
+from services.contracts import (
+    WORKSPACE,
+    WORKSPACE_CALL,
+    WORKSPACE_ERASE,
+    WORKSPACE_FORK,
+    WORKSPACE_FORKABLE,
+    Empty,
+)
 from services.durable import NO_JOURNAL, step_options
 from services.effects.ledger import EffectLedger
-from services.workspace.lifecycle import copy_workspace, erase_artifacts, erase_workspaces
+from services.workspace.lifecycle import (
+    copy_workspace,
+    erase_artifacts,
+    erase_workspaces,
+    occupied,
+)
 from services.workspace.tools import WorkspaceHost, unknown
 
 CALL_TIMEOUT = timedelta(minutes=15)
@@ -73,6 +85,22 @@ def workspace_service(host: WorkspaceHost, ledger: EffectLedger) -> restate.Serv
 
 def _lifecycle(service: restate.Service, host: WorkspaceHost) -> None:
     """A fork's copy of a workspace, and the erasure of workspaces and artifacts."""
+
+    @service.handler(name=WORKSPACE_FORKABLE.name)
+    async def forkable(ctx: restate.Context, request: WorkspaceFork) -> Empty:
+        """Refuse a fork onto an address that has a workspace: an agent there is archived,
+        or left it, and its files are not the fork's to write into."""
+
+        def look() -> bool:
+            return occupied(host.home, request.target)
+
+        if await ctx.run_typed("occupied", look, step_options(bool)):
+            raise restate.TerminalError(
+                f"{request.target} has a workspace already: a fork needs an address no agent "
+                "has used.",
+                409,
+            )
+        return Empty()
 
     @service.handler(name=WORKSPACE_FORK.name)
     async def fork(ctx: restate.Context, request: WorkspaceFork) -> Copied:

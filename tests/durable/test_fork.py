@@ -12,7 +12,7 @@ from schemas.events import AgentForked, Event, ModelMessage, TurnEnded, TurnStar
 from schemas.lifecycle import ForkRequest
 from schemas.sandbox import WorkspaceSettings
 from schemas.spec import AgentSpec
-from services.contracts import FORK
+from services.contracts import ARCHIVE, FORK, Empty
 from services.executor.scripted import script
 from services.ingress import IngressError
 from tests.durable.conftest import LiveStack
@@ -110,3 +110,42 @@ def test_a_fork_is_refused_onto_an_agent_past_the_timeline_or_across_tenants(
         stack.ingress.call(FORK, ForkRequest(address, last), f"{address}.ok")
     assert twice.value.status == 409
     assert "exists already" in twice.value.message
+
+
+def test_a_fork_is_refused_onto_an_archived_agent_or_a_workspace_left_behind(
+    stack: LiveStack, address: str
+) -> None:
+    """An archived agent has no Restate state, but its workspace stays, and may hold a
+    link its commands left (here to another tenant's workspace): a fork onto it, or onto
+    any address that has a workspace, is refused before anything is copied or counted."""
+    victim = stack.home / "workspaces" / "bravo" / "bravo.agent"
+    victim.mkdir(parents=True)
+    (victim / "notes.txt").write_text("bravo's own")
+    source = script(
+        {"calls": [{"name": "write_file", "arguments": {"path": "d/notes.txt", "content": "x"}}]},
+        {"reply": "done"},
+    )
+    stack.ingress.message(address, source, SPEC)
+    archived = f"{address}.archived"
+    stack.ingress.message(archived, FIRST, SPEC)
+    (_workspace(stack, archived) / "d").symlink_to("../../bravo/bravo.agent")
+    stack.ingress.call(ARCHIVE, Empty(), archived)
+    left = f"{address}.left"
+    _workspace(stack, left).mkdir()
+    last = len(stack.events(address))
+
+    for target, sentence in ((archived, "is an archived agent"), (left, "has a workspace")):
+        with pytest.raises(IngressError) as refused:
+            stack.ingress.call(FORK, ForkRequest(address, last), target)
+        assert refused.value.status == 409, refused.value.message
+        assert sentence in refused.value.message
+
+    assert _names(victim) == ["notes.txt"]
+    assert (victim / "notes.txt").read_text() == "bravo's own"
+    assert _names(_workspace(stack, archived)) == ["d", "notes.txt"]
+    assert _names(_workspace(stack, left)) == []
+    assert stack.ingress.message(archived, "back?").reply == "You said: back?"
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())

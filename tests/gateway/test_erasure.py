@@ -345,6 +345,14 @@ def test_a_fork_through_the_gateway(live: Live) -> None:
         "/v1/agents/other.origin/fork", json={"seq": 1, "address": "other.branch"}, headers=other
     )
     assert again.status_code == 409
+    live.send(other, "other.shelved", "hello")
+    live.ended(other, "other.shelved")
+    assert live.http.post("/v1/agents/other.shelved/archive", headers=other).status_code == 200
+    onto = live.http.post(
+        "/v1/agents/other.origin/fork", json={"seq": 1, "address": "other.shelved"}, headers=other
+    )
+    assert onto.status_code == 409, onto.text
+    assert "other.shelved is an archived agent" in onto.json()["error"]["message"]
     foreign = live.http.post(
         "/v1/agents/other.origin/fork", json={"seq": 1, "address": "acme.branch"}, headers=other
     )
