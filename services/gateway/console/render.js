@@ -93,6 +93,9 @@ const BODIES = {
       h("span", { class: "usage" }, ` · ${b.tokens_before} → ${b.tokens_after} prompt tokens · ${b.extractive
         ? `extractive summary${b.reason ? ` (${oneLine(b.reason, 50)})` : ""}` : `summary by ${b.model}`}`)],
     b.summary),
+  memories_extracted: (e, b) => h("div", b.problem ? { class: "warn" } : {}, kind("memory"),
+    `kept ${b.ids.length} ${b.ids.length === 1 ? "fact" : "facts"} in the ${b.scope} scope`,
+    b.problem ? `: ${oneLine(b.problem, 70)}` : ""),
   artifact_written: (e, b) => h("div", {}, kind("wrote"), h("span", { class: "text" }, b.path),
     h("span", { class: "usage" }, ` ${b.size} bytes · sha256 ${b.sha256.slice(0, 12)}…`)),
 };
