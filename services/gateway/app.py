@@ -23,6 +23,7 @@ from services.gateway.feeds import Hub
 from services.gateway.hooks import SigningKey, key_file
 from services.gateway.keycache import KeyCache
 from services.gateway.limits import BodyLimitMiddleware
+from services.gateway.listening import listening
 from services.gateway.mcp_server import Mcp
 from services.gateway.openapi import component_schemas
 from services.gateway.quotas import Quotas
@@ -79,7 +80,8 @@ def create_app(
     replaces the network to Restate, its ingress and its admin API (tests); `heartbeat`:
     seconds between SSE keepalives; `poll_interval`: seconds between projection reads of a
     followed agent besides the projector's notices (default: `TEASPILL_FEED_POLL_SECONDS`,
-    else `NOTIFIED_POLL` when a notify or live token is set, else `UNNOTIFIED_POLL`);
+    else `NOTIFIED_POLL` when a notify or live token or a PostgreSQL projection, which
+    notifies, is set, else `UNNOTIFIED_POLL`);
     `queue_limit`: items a follower may fall behind before it catches up from the
     projection instead."""
     config = config or settings()
@@ -112,7 +114,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with mcp.running():
+            async with mcp.running(), listening(config.projection_url, rt.hub.projected):
                 yield
         finally:
             await rt.close()
@@ -182,7 +184,8 @@ def _poll(config: Settings, interval: float | None) -> float:
         return interval
     if config.feed_poll_seconds is not None:
         return config.feed_poll_seconds
-    return NOTIFIED_POLL if config.notify_secret else UNNOTIFIED_POLL
+    told = config.notify_secret or config.projection_url
+    return NOTIFIED_POLL if told else UNNOTIFIED_POLL
 
 
 app = create_app()

@@ -34,9 +34,8 @@ from services.projection.postgres_erasure import erasable, erase
 from services.projection.postgres_migrations import MIGRATIONS
 from services.projection.postgres_timeline import TimelineReads
 from services.projection.store import AgentRow, _key, _key_rows, _spec_rows
+from services.projection.stores import CHANNEL
 
-CHANNEL = "teaspill_projected"
-"""Where a commit's notice goes: one per agent, `ADDRESS SEQ` (its newest seq there)."""
 MIGRATION_LOCK = 0x7EA5_9111
 """The advisory lock writers take while migrating, so two starting at once take turns."""
 _AGENT = "address, tenant, kind, spec_version, status, turn, last_seq, last_outcome, last_activity"

@@ -21,6 +21,9 @@ from services.projection.store import AgentRow, ApprovalRow, Page, ProjectionSto
 from services.projection.tallies import Tallies
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+CHANNEL = "teaspill_projected"
+"""Where a PostgreSQL commit that holds events notifies: one notice per agent,
+`ADDRESS SEQ` (its newest seq in the commit)."""
 
 
 class ReadSide(Protocol):

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import psycopg
 import pytest
 
 from schemas.projection import Projected, ProjectedBatch
+from services.gateway.listening import parsed
 from services.projection.notify import NOTIFY_PATH, Notifier
 from services.projection.projector import Projection
-from tests.gateway.conftest import LIVE_TOKEN, World, make_world, timeline
+from tests.fixtures.postgres import Cluster
+from tests.gateway.conftest import LIVE_TOKEN, World, make_world, settings_for, timeline
 from tests.gateway.streaming import Frame, SseReader
 
 pytestmark = pytest.mark.anyio
@@ -130,3 +133,36 @@ async def test_notices_are_refused_when_no_token_is_set(tmp_path: Path) -> None:
         response = await client.post(NOTIFY_PATH, content=b'{"agents": []}', headers=NOTICE)
     assert response.status_code == 403
     assert "switched off" in response.json()["error"]["message"]
+
+
+async def listened(url: str) -> None:
+    """Until the gateway's session listens on the channel (its LISTEN was its last query)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+        for _ in range(250):
+            cursor = await db.execute(
+                "select 1 from pg_stat_activity where datname = current_database()"
+                " and query ilike 'listen %'"
+            )
+            if await cursor.fetchone():
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError("the gateway never listened on the projection's channel")
+
+
+async def test_on_postgresql_the_databases_notice_brings_new_events(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """No projector lists this gateway: the commit's NOTIFY is what it hears."""
+    url = postgres.database()
+    async with make_world(tmp_path, settings_for(tmp_path, url), poll_interval=NEVER) as world:
+        await listened(url)
+        async with following(world) as reader:
+            await world.record(timeline(AGENT, 1, first_seq=13, first_turn=3))
+            frames = await reader.until(lambda fs: 18 in seqs(fs), seconds=5)
+    assert seqs(frames) == [13, 14, 15, 16, 17, 18]
+
+
+def test_a_notice_is_an_address_and_a_seq() -> None:
+    assert parsed("acme.alpha 18") == Projected("acme.alpha", 18)
+    assert parsed("acme.alpha") is None
+    assert parsed("acme.alpha x") is None

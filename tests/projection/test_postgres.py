@@ -14,10 +14,10 @@ import pytest
 from schemas.knowledge import DocumentSearch
 from schemas.memory import MemoryRecord, MemoryScope, MemorySearch
 from schemas.tenant import ApiKey
-from services.projection.postgres import CHANNEL, PostgresStore
+from services.projection.postgres import PostgresStore
 from services.projection.searching import search_documents, search_memories
 from services.projection.store import ProjectionStore
-from services.projection.stores import open_store
+from services.projection.stores import CHANNEL, open_store
 from services.settings import ConfigError, load_settings
 from tests.fixtures.postgres import Cluster
 from tests.projection.test_store import EVENTS, T0, timeline
