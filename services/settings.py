@@ -77,6 +77,21 @@ class Settings(BaseSettings):
     key_burst: int = Field(
         default=40, ge=1, description="Requests one API key may send at once above its rate."
     )
+    visitor_rate: float = Field(
+        default=2.0,
+        ge=0,
+        description="Visitor tokens a second one publishable key may be given (POST "
+        "/v1/visitors), on average (429 with Retry-After beyond); 0: no limit.",
+    )
+    visitor_burst: int = Field(
+        default=20, ge=1, description="Visitor tokens one publishable key may be given at once."
+    )
+    visitor_conversations: int = Field(
+        default=1000,
+        ge=0,
+        description="Visitor conversations one publishable key may create in a day, UTC, per "
+        "gateway (429 with Retry-After beyond); 0: no limit.",
+    )
     key_streams: int = Field(
         default=8,
         ge=1,

@@ -27,14 +27,14 @@ from services.gateway.listening import listening
 from services.gateway.mcp_server import Mcp
 from services.gateway.openapi import component_schemas
 from services.gateway.quotas import Quotas
-from services.gateway.rates import RateLimiter, StreamSlots
+from services.gateway.rates import DailyCap, RateLimiter, StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.routes_agents import router as agents
 from services.gateway.routes_agui import router as agui
 from services.gateway.routes_artifacts import router as artifacts
 from services.gateway.routes_control import router as control
 from services.gateway.routes_deployment import router as deployment
-from services.gateway.routes_endusers import VISITOR_SECRET
+from services.gateway.routes_endusers import VISITOR_SECRET, visitors_past
 from services.gateway.routes_endusers import router as end_users
 from services.gateway.routes_hooks import router as hooks
 from services.gateway.routes_keys import router as keys
@@ -107,6 +107,13 @@ def create_app(
         quotas=Quotas(projection, config.tenant_agents, config.tenant_daily_tokens),
         hook_key=SigningKey(key_file(config)),
         hook_rates=RateLimiter(config.hook_rate, config.hook_burst, what="Hook"),
+        visitor_tokens=RateLimiter(
+            config.visitor_rate,
+            config.visitor_burst,
+            what="publishable key",
+            requests="requests for visitor tokens",
+        ),
+        visitor_conversations=DailyCap(config.visitor_conversations, visitors_past),
     )
 
     mcp = Mcp(rt)

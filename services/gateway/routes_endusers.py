@@ -48,10 +48,11 @@ async def registered(
     return end_users_out((await rt.ingress.keys(caller.tenant)).end_users)
 
 
-@router.post("/v1/visitors", status_code=201, responses=errors(401, 403, 503))
+@router.post("/v1/visitors", status_code=201, responses=errors(401, 403, 429, 503))
 async def visitor(caller: Annotated[Principal, Depends(principal)], rt: Rt) -> VisitorOut:
     """A visitor token for a page without an end-user token (publishable key), when the
-    tenant takes visitors: a new id each time, for the page to keep."""
+    tenant takes visitors: a new id each time, for the page to keep. At most
+    `TEASPILL_VISITOR_RATE` a second per key (bursts of `TEASPILL_VISITOR_BURST`)."""
     if caller.scope != PUBLISHABLE:
         raise ApiError(403, "visitor tokens are for publishable keys: this key is " + caller.scope)
     if not caller.visitors:
@@ -60,6 +61,7 @@ async def visitor(caller: Annotated[Principal, Depends(principal)], rt: Rt) -> V
             f"tenant {caller.tenant} takes no visitors: its pages need an end-user token "
             "(PUT /v1/end-users with anonymous true lets visitors in)",
         )
+    rt.visitor_tokens.take(caller.key_id)
     now = datetime.now(UTC)  # noqa: TID251 - not durable
     user, token = visitor_token(
         rt.hook_key.secret_for(VISITOR_SECRET), caller.tenant, caller.key_id, now
@@ -87,6 +89,16 @@ async def conversations(
     rows = await rt.projection.read(existing)
     queued = await rt.projection.read(lambda store: store.queued([r.address for r in rows]))
     return ConversationsOut(user=caller.user, conversations=[agent_out(r, queued) for r in rows])
+
+
+def visitors_past(key_id: str, limit: int, day: str) -> str:
+    """Why a visitor's new conversation is refused: `key_id` let visitors create `limit`
+    on `day`."""
+    return (
+        f"publishable key {key_id} let visitors create {limit} conversations on {day} (UTC), "
+        "the most for a day (TEASPILL_VISITOR_CONVERSATIONS): visitors' new conversations "
+        "are taken again tomorrow; end users with a token are not counted"
+    )
 
 
 def end_users_out(held: EndUsers) -> EndUsersOut:

@@ -14,7 +14,7 @@ from services.gateway.feeds import Hub
 from services.gateway.hooks import SigningKey
 from services.gateway.keycache import KeyCache
 from services.gateway.quotas import Quotas
-from services.gateway.rates import RateLimiter, StreamSlots
+from services.gateway.rates import DailyCap, RateLimiter, StreamSlots
 from services.gateway.reader import ProjectionReader
 from services.gateway.upstream import Upstream
 from services.settings import Settings
@@ -80,6 +80,10 @@ class Runtime:
     hook_key: SigningKey
     """What each webhook's signing secret is derived from."""
     hook_rates: RateLimiter
+    visitor_tokens: RateLimiter
+    """Visitor tokens per publishable key (`POST /v1/visitors`)."""
+    visitor_conversations: DailyCap
+    """Conversations visitors create per publishable key, a day."""
     recent: RecentSends = field(default_factory=RecentSends)
     hook_targets: HookTargets = field(default_factory=HookTargets)
 

@@ -18,6 +18,7 @@ from schemas.events import Event, TimelinePage
 from schemas.questions import answer_problem
 from schemas.spec import AgentSpec, WhileBusy
 from schemas.wake import Approval, Message, answer_key
+from services.endusers import VISITOR
 from services.gateway import follow as following
 from services.gateway.auth import Owned
 from services.gateway.errors import ApiError, needs_kind, unknown_agent
@@ -48,6 +49,8 @@ async def send(
         await require_published(rt, agent.caller.tenant, message.kind)
     if row is None and agent.address not in rt.recent:
         await rt.quotas.new_agent(agent.caller.tenant)
+        if agent.caller.user.startswith(VISITOR):
+            rt.visitor_conversations.take(agent.caller.key_id)
     await rt.quotas.tokens(agent.caller.tenant)
     rule = await _policy(rt, agent, row, message) if row and row.status in BUSY else None
     if rule == "reject":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from starlette.types import Message, Receive, Scope, Send
 from schemas.tenant import ApiKey
 from services.gateway.errors import ApiError
 from services.gateway.limits import BodyLimitMiddleware
-from services.gateway.rates import RateLimiter, StreamSlots
+from services.gateway.rates import DailyCap, RateLimiter, StreamSlots
 from services.keys import hash_key
 from services.settings import Settings
 from tests.gateway.conftest import LIVE_TOKEN, T0, World, make_world
@@ -60,6 +61,21 @@ def test_a_slow_rate_asks_for_a_longer_wait() -> None:
     with pytest.raises(ApiError) as refused:
         limiter.take("k1")
     assert refused.value.headers == {"Retry-After": "10"}
+
+
+def test_a_daily_cap_counts_per_key_and_opens_again_at_midnight_utc() -> None:
+    now = [datetime(2026, 12, 4, 23, 0, tzinfo=UTC)]
+    cap = DailyCap(2, lambda key, limit, day: f"{key} did {limit} on {day}", lambda: now[0])
+    cap.take("k1")
+    cap.take("k1")
+    cap.take("k2")
+    with pytest.raises(ApiError) as refused:
+        cap.take("k1")
+    assert (refused.value.status, refused.value.message) == (429, "k1 did 2 on 2026-12-04")
+    assert refused.value.headers == {"Retry-After": "3600"}
+    now[0] = datetime(2026, 12, 5, 0, 0, 1, tzinfo=UTC)
+    cap.take("k1")
+    DailyCap(0, lambda *_: "never", lambda: now[0]).take("k1")
 
 
 def test_a_stream_slot_is_given_back_once() -> None:
