@@ -94,6 +94,11 @@ class PostgresStore(TimelineReads):
             await _migrate(db)
         return cls(db, url)
 
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is lost (the server restarted, say): open the store again."""
+        return self._db.broken or self._db.closed
+
     async def close(self) -> None:
         await self._db.close()
 

@@ -246,6 +246,8 @@ class Projection:
         store = self._store
         if store is None or (not self.url and not self.path.exists()):  # a stat, no hop
             store = await self._reopen()
+        elif isinstance(store, PostgresStore) and store.broken:
+            store = await self._reopen()  # its server restarted: the next write reconnects
         return store
 
     async def _reopen(self) -> ReadSide:

@@ -14,12 +14,14 @@ import pytest
 from schemas.knowledge import DocumentSearch
 from schemas.memory import MemoryRecord, MemoryScope, MemorySearch
 from schemas.tenant import ApiKey
+from services.gateway.reader import ProjectionReader, ProjectionUnavailableError
 from services.projection.postgres import PostgresStore
+from services.projection.projector import Projection
 from services.projection.searching import search_documents, search_memories
 from services.projection.store import ProjectionStore
 from services.projection.stores import CHANNEL, open_store
 from services.settings import ConfigError, load_settings
-from tests.fixtures.postgres import Cluster
+from tests.fixtures.postgres import Cluster, cluster
 from tests.projection.test_store import EVENTS, T0, timeline
 
 
@@ -90,3 +92,34 @@ def test_a_projection_url_that_is_not_postgresql_is_refused_without_being_shown(
     said = str(refused.value)
     assert said.startswith("TEASPILL_PROJECTION_URL is not valid: give a PostgreSQL URL")
     assert "hunter2" not in said
+
+
+def test_after_the_server_restarts_the_writer_and_the_readers_connect_again(
+    tmp_path: Path,
+) -> None:
+    """A write or a read the restart cut short fails (its invocation is retried, its
+    request answered 503); the next one connects again."""
+    with cluster() as server:
+        url = server.database()
+        first, later = timeline("acme.a", 2)[:3], timeline("acme.a", 2)[3:]
+
+        async def run() -> list[int]:
+            projection = Projection(tmp_path / "unused.db", url=url)
+            reader = ProjectionReader(tmp_path / "unused.db", url=url)
+            try:
+                await projection.record(events=first)
+                assert await reader.read(lambda store: store.agent("acme.a")) is not None
+                server.restart()
+                with pytest.raises(psycopg.OperationalError):
+                    await projection.record(events=later)
+                await projection.record(events=later)
+                with pytest.raises(ProjectionUnavailableError):
+                    await reader.read(lambda store: store.agent("acme.a"))
+                events = await reader.read(lambda store: store.timeline("acme.a"))
+                return [event.seq for event in events]
+            finally:
+                await projection.close()
+                await reader.close()
+
+        assert asyncio.run(run()) == [1, 2, 3, 4, 5, 6]
+    assert not (tmp_path / "unused.db").exists()
