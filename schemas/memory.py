@@ -90,7 +90,9 @@ class MemoryForgotten(msgspec.Struct, frozen=True):
 
 
 class MemoryAnswer(msgspec.Struct, frozen=True):
-    """A write's answer: the record made, or what was wrong (`problem`, a sentence)."""
+    """A write's answer: the record made, its `text` left empty (the caller sent it, and
+    Restate keeps an answer for its idempotency retention, after a forget too), or what
+    was wrong (`problem`, a sentence)."""
 
     record: MemoryRecord | None = None
     problem: str = ""

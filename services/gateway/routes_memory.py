@@ -83,7 +83,7 @@ async def remember(
     answer = await rt.ingress.remember(MemoryNote(scope, body.kind, body.text))
     if answer.record is None:
         raise ApiError(422, answer.problem)
-    return _json(answer.record, 201)
+    return _json(msgspec.structs.replace(answer.record, text=body.text), 201)
 
 
 @router.get(

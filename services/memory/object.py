@@ -2,12 +2,15 @@
 `MemoryScope.key`), each record under a state key of its own, each write handed to the
 `Projector` (which indexes it) before the answer, so a record is searchable once
 remembered and gone from the search once forgotten; `records` (shared) pages through
-them for a rebuild of the index."""
+them for a rebuild of the index. `remember` answers the record without its text: Restate
+keeps the answer of a request sent with an idempotency key for a day, a forgotten
+record's too."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import restate
 
 from schemas.memory import (
@@ -63,7 +66,7 @@ async def remember(ctx: restate.ObjectContext, note: MemoryNote) -> MemoryAnswer
     record = MemoryRecord(f"mem{ctx.uuid().hex[:20]}", note.scope, note.kind, note.text, at)
     ctx.set(RECORD + record.id, record)
     await call(ctx, PROJECT_MEMORY, record, key=note.scope.tenant)
-    return MemoryAnswer(record)
+    return MemoryAnswer(msgspec.structs.replace(record, text=""))
 
 
 @memory.handler(name=FORGET_MEMORY.name)

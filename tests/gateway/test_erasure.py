@@ -149,6 +149,23 @@ def _restate_rows(settings: Settings, marker: str) -> dict[str, int]:
         admin.close()
 
 
+def _outputs_holding(settings: Settings, marker: str) -> list[str]:
+    """The invocations whose answer Restate ingress still gives (a finished one sent with
+    an idempotency key keeps it for the idempotency retention) holding the marker."""
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query("select id from sys_invocation where status = 'completed'")
+    finally:
+        admin.close()
+    held = []
+    with httpx.Client(base_url=settings.ingress_url, timeout=30) as ingress:
+        for row in rows:
+            answer = ingress.get(f"/restate/invocation/{row['id']}/output")
+            if answer.status_code == 200 and marker in answer.text:
+                held.append(str(row["id"]))
+    return held
+
+
 def _agents_counted(settings: Settings, tenant: str) -> int:
     admin = RestateAdminApi(settings.admin_url)
     try:
@@ -263,6 +280,7 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
         assert live.ingress.timeline(address).events == ()
     assert live.http.get("/v1/specs", headers=fresh).json() == {"versions": []}
     assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
+    assert _outputs_holding(live.settings, MARKER) == []
     assert set(_invocations_of(live.settings, "acme")) & set(keyed) == set(), "purged"
     assert not _projection_holds(live.settings, MARKER)
     for place in ("workspaces", "artifacts", "archive", "logs"):

@@ -20,7 +20,7 @@ from services.ingress import Ingress
 from services.keys import new_key
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
-from tests.gateway.test_erasure import CREATED, TABLES, Live, _restate_rows
+from tests.gateway.test_erasure import CREATED, TABLES, Live, _outputs_holding, _restate_rows
 
 pytestmark = pytest.mark.durable
 
@@ -139,8 +139,10 @@ def test_what_carries_text_keeps_no_journal_and_the_rest_keeps_a_day(live: Live)
     assert made.status_code == 201, made.text
     held = _restate_rows(live.settings, memo)
     assert (held["state"], held["sys_journal"]) == (1, 0)
+    assert made.json()["text"] == memo, "the gateway answers the record whole"
     assert live.http.delete(f"/v1/memory/{made.json()['id']}", headers=acme).status_code == 204
     assert _restate_rows(live.settings, memo) == dict.fromkeys(TABLES, 0)
+    assert _outputs_holding(live.settings, memo) == [], "no answer Restate keeps holds it"
 
 
 def test_another_tenants_key_finds_nothing_and_is_answered_as_if_nothing_were_there(
