@@ -28,7 +28,8 @@ from schemas.spec import AgentSpec
 from services.cli.lifecycle import restate_process
 from services.contracts import ARCHIVE, ERASE_AGENT, FORK, Empty
 from services.ingress import Ingress
-from services.lifecycle.backup import create_backup, restore_backup
+from services.lifecycle.backup import create_backup
+from services.lifecycle.restore import restore_backup
 from services.stack import Stack, isolated_settings
 
 SPEC = AgentSpec("kept", "Answer.", model="script")

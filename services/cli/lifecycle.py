@@ -28,7 +28,8 @@ from services.contracts import (
     Empty,
 )
 from services.ingress import Ingress
-from services.lifecycle.backup import create_backup, restore_backup
+from services.lifecycle.backup import create_backup
+from services.lifecycle.restore import restore_backup
 from services.settings import Settings
 from services.stack import StackError
 

@@ -19,8 +19,7 @@ if this process dies meanwhile. A stack that is not running is copied as it is.
 
 The archive is a gzipped tar whose first member, `manifest.json`, names the format and
 its version, the restate-server version, the endpoint's address, and every file with its
-size and sha256. A restore reads the whole archive and checks all of it before it
-writes anything; a corrupt, truncated or foreign archive is refused with a sentence.
+size and sha256. `services.lifecycle.restore` brings one back.
 """
 
 from __future__ import annotations
@@ -36,14 +35,11 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
-
-from services.stack.restored import RESTORED
+from typing import Any
 
 FORMAT = "teaspill-backup"
 VERSION = 1
@@ -203,97 +199,3 @@ def _write_archive(staging: Path, target: Path, manifest: dict[str, Any]) -> Non
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-
-
-def read_manifest(archive: Path) -> dict[str, Any]:
-    """The manifest of a backup whose every file is as the manifest says; else a
-    `BackupError` sentence. Reads the whole archive and writes nothing."""
-    try:
-        with tarfile.open(archive, mode="r:gz") as tar:
-            return _checked(archive, tar)
-    except (tarfile.TarError, EOFError, zlib.error, OSError, ValueError) as error:
-        raise BackupError(
-            f"{archive} is not a whole teaspill backup ({_why(error)}); nothing was written."
-        ) from error
-
-
-def _checked(archive: Path, tar: tarfile.TarFile) -> dict[str, Any]:
-    first = tar.next()
-    if first is None or first.name != MANIFEST or not first.isfile():
-        raise ValueError("it does not begin with a teaspill manifest")
-    manifest = _manifest(tar.extractfile(first))
-    expected = {f["path"]: f for f in manifest["files"]}
-    seen: set[str] = set()
-    for member in tar:
-        if member is first:
-            continue
-        _safe(member)
-        if member.isfile():
-            wanted = expected.get(member.name)
-            if wanted is None or _member_digest(tar, member) != wanted["sha256"]:
-                raise ValueError(f"{member.name} is not the file the manifest names")
-            seen.add(member.name)
-    if missing := sorted(set(expected) - seen):
-        raise ValueError(f"{len(missing)} files the manifest names are missing, {missing[0]} first")
-    return manifest
-
-
-def _manifest(raw: IO[bytes] | None) -> dict[str, Any]:
-    manifest = json.loads(raw.read()) if raw is not None else None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError("its manifest is not a teaspill backup's")
-    if manifest.get("version") != VERSION:
-        raise ValueError(
-            f"it is a version {manifest.get('version')} backup; this teaspill reads "
-            f"version {VERSION}"
-        )
-    return manifest
-
-
-def _safe(member: tarfile.TarInfo) -> None:
-    parts = Path(member.name).parts
-    if member.name.startswith("/") or ".." in parts or parts[0] not in PARTS:
-        raise ValueError(f"it holds {member.name!r}, which is not a path of a home")
-    if not (member.isfile() or member.isdir() or member.issym()):
-        raise ValueError(f"it holds {member.name!r}, which is not a file, folder or link")
-
-
-def _member_digest(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
-    digest = hashlib.sha256()
-    given = tar.extractfile(member)
-    assert given is not None
-    while chunk := given.read(CHUNK):
-        digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _why(error: BaseException) -> str:
-    if isinstance(error, EOFError | zlib.error) or "unexpected end" in str(error):
-        return "it is truncated or damaged"
-    return str(error) or type(error).__name__
-
-
-def restore_backup(archive: Path, home: Path) -> dict[str, Any]:
-    """Bring `archive` back into `home`, which must hold no installation; checked whole
-    first. Leaves `restored.json` for the next start (`services.stack.restored`)."""
-    if (home / "restate").exists() and any((home / "restate").iterdir()):
-        raise BackupError(
-            f"{home} holds an installation already (its restate folder is not empty): "
-            "restore into a fresh home (TEASPILL_HOME)."
-        )
-    manifest = read_manifest(archive)
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=home))
-    try:
-        with tarfile.open(archive, mode="r:gz") as tar:
-            members = [m for m in tar.getmembers() if m.name != MANIFEST]
-            tar.extractall(staging, members, numeric_owner=True, filter="fully_trusted")  # noqa: S202 - checked by _safe
-        for part in PARTS:
-            if (staging / part).exists():
-                shutil.rmtree(home / part, ignore_errors=True)
-                (staging / part).replace(home / part)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    moved = {"endpoint_uris": manifest.get("endpoint_uris", []), "from": manifest["created"]}
-    (home / RESTORED).write_text(json.dumps(moved))
-    return manifest

@@ -1,7 +1,7 @@
 """The first start of a restored home: Restate's deployments re-pointed, the projection
 rebuilt.
 
-A restore (`services.lifecycle.backup`) leaves `restored.json` in the home, naming the
+A restore (`services.lifecycle.restore`) leaves `restored.json` in the home, naming the
 endpoint addresses the backed-up installation registered. Invocations in flight are bound
 to their deployment, so a home brought back on other ports or another machine must point
 those deployments at this stack's endpoint before anything can go on; then the projection
