@@ -37,6 +37,7 @@ from services.keys import new_key
 from services.projection.stores import ReadSide, open_store
 from services.settings import Settings
 from services.tenant.object import latest, next_version, with_key, without_key
+from tests.fixtures.postgres import Cluster
 from tests.gateway.streaming import StreamingTransport
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -282,9 +283,15 @@ async def make_world(
 @pytest.fixture(params=["sqlite", "postgres"])
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
     """A gateway on a seeded projection: SQLite's file, or a PostgreSQL database."""
-    url = request.getfixturevalue("postgres").database() if request.param == "postgres" else ""
-    async with make_world(tmp_path, settings_for(tmp_path, url)) as world:
-        yield world
+    if request.param == "sqlite":
+        async with make_world(tmp_path) as world:
+            yield world
+        return
+    server: Cluster = request.getfixturevalue("postgres")
+    with server.databases():
+        url = server.database()
+        async with make_world(tmp_path, settings_for(tmp_path, url)) as world:
+            yield world
 
 
 def unused_key(tenant: str = "acme", scope: Scope = "admin") -> tuple[str, ApiKey]:

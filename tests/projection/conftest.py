@@ -3,6 +3,7 @@ started once for the session (`postgres`, in `tests/conftest.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,10 @@ class PostgresStores(Stores):
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Stores:
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     if request.param == "sqlite":
-        return SqliteStores(tmp_path)
-    return PostgresStores(request.getfixturevalue("postgres"))
+        yield SqliteStores(tmp_path)
+        return
+    server: Cluster = request.getfixturevalue("postgres")
+    with server.databases():
+        yield PostgresStores(server)
