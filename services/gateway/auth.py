@@ -114,13 +114,14 @@ class AuthMiddleware:
         headers = Headers(scope=scope)
         origin = headers.get("origin")
         if publishable.is_preflight(scope["method"], headers):
-            await publishable.preflight(send, origin or "", await self.keys.origins())
+            listed = origin is not None and await self.keys.listed(origin)
+            await publishable.preflight(send, origin or "", listed)
             return
         try:
             principal, send = await self._principal(scope, headers, send)
             self.rates.take(principal.bucket)
         except ApiError as error:
-            if origin is not None and origin in await self.keys.origins():
+            if origin is not None and await self.keys.listed(origin):
                 send = publishable.with_cors(send, origin)
             await send_error(send, error)
             return

@@ -72,15 +72,41 @@ class KeyCache:
         self._known: OrderedDict[str, tuple[Held | None, float]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Held | None]] = {}
         self._origins: tuple[frozenset[str], float] = (frozenset(), -1.0)
+        self._missed: OrderedDict[str, float] = OrderedDict()
+        self._reading: asyncio.Future[frozenset[str]] | None = None
 
-    async def origins(self) -> frozenset[str]:
-        """Every origin a publishable key lists (a preflight carries no key), read from the
-        projection at most once a `ttl` (a second when there is no cache)."""
+    async def listed(self, origin: str) -> bool:
+        """Whether a publishable key lists `origin` (a preflight carries no key). The
+        origins are read from the projection at most once a `ttl` (a second when there is
+        no cache); an origin they do not hold is read again, and remembered as unlisted
+        for at most `NEGATIVE_SECONDS`, so the origin of a new key is answered within that,
+        as the key itself is."""
         known, until = self._origins
-        if until > self._clock():
-            return known
+        now = self._clock()
+        if until > now and origin in known:
+            return True
+        missed = self._missed.get(origin)
+        if until > now and missed is not None and missed > now:
+            return False
+        found = await self._read_origins()
+        if origin not in found:
+            self._missed[origin] = self._clock() + NEGATIVE_SECONDS
+            self._missed.move_to_end(origin)
+            if len(self._missed) > LIMIT:
+                self._missed.popitem(last=False)
+        return origin in found
+
+    async def _read_origins(self) -> frozenset[str]:
+        """One read of the projection's origins at a time, shared by who asks meanwhile."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._origins_now())
+            self._reading.add_done_callback(lambda _: setattr(self, "_reading", None))
+        return await asyncio.shield(self._reading)
+
+    async def _origins_now(self) -> frozenset[str]:
         found = await self.projection.read(lambda store: store.publishable_origins())
         self._origins = (found, self._clock() + max(self.ttl, NEGATIVE_SECONDS))
+        self._missed.clear()
         return found
 
     async def find(self, hash_: str) -> Held | None:
@@ -129,6 +155,7 @@ class KeyCache:
     def forget(self) -> None:
         self._known.clear()
         self._origins = (frozenset(), -1.0)
+        self._missed.clear()
 
     async def close(self) -> None:
         await self.projection.close()

@@ -114,9 +114,10 @@ def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
     )
 
 
-async def preflight(send: Send, origin: str, listed: frozenset[str]) -> None:
-    """204 with the CORS headers for a listed origin; 403 with none for any other."""
-    if origin in listed:
+async def preflight(send: Send, origin: str, listed: bool) -> None:
+    """204 with the CORS headers for `origin` when a publishable key lists it; 403 with
+    none otherwise."""
+    if listed:
         headers = {
             **allow(origin),
             "access-control-allow-methods": "GET, POST",

@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
+from services.keys import new_key
 from services.settings import Settings
-from tests.gateway.conftest import World, make_world, unused_key
+from tests.gateway.conftest import T0, World, make_world, unused_key
+
+OLD = "https://old.example.com"
+NEW = "https://new.example.com"
 
 pytestmark = pytest.mark.anyio
 
@@ -142,3 +146,20 @@ async def test_metrics_are_off_without_a_metrics_token(tmp_path: Path) -> None:
         response = await world.client.get("/metrics", headers={"Authorization": "Bearer x"})
         assert response.status_code == 403
         assert "TEASPILL_METRICS_TOKEN" in response.json()["error"]["message"]
+
+
+async def test_a_new_publishable_keys_origin_is_answered_at_once(tmp_path: Path) -> None:
+    """The origins publishable keys list are cached; one they do not hold is read again,
+    so a key made just before a page's first preflight is answered."""
+    ask = {"Access-Control-Request-Method": "POST"}
+    async with make_world(tmp_path) as world:
+        before = await world.client.options("/v1/me", headers={"Origin": OLD, **ask})
+        assert before.status_code == 403  # the origins are read, and cached, now
+        _, key = new_key("acme", "publishable", T0, origins=(NEW,), kinds=("helper",))
+        await world.store.record_key(key)
+        first = await world.client.options("/v1/me", headers={"Origin": NEW, **ask})
+        assert first.status_code == 204, first.text
+        assert first.headers["access-control-allow-origin"] == NEW
+        again = await world.client.options("/v1/me", headers={"Origin": OLD, **ask})
+        assert again.status_code == 403
+        assert "access-control-allow-origin" not in again.headers
