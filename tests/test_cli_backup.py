@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
 import tarfile
 from pathlib import Path
 
@@ -78,3 +80,33 @@ def test_a_damaged_archive_is_refused_with_a_sentence_and_nothing_written(
     assert "is not the file the manifest names" in said
     assert "nothing was written" in said
     assert not fresh.exists()
+
+
+def test_a_fifo_or_a_socket_in_a_workspace_is_left_out_and_named(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any tenant can make one in its workspace: the backup goes on without it, and says
+    what it left out, in its output and its manifest."""
+    root = home / "workspaces" / "acme" / "acme.a"
+    os.mkfifo(root / "pipe")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(root / "sock"))
+    archive = tmp_path / "b.tar.gz"
+
+    try:
+        assert main(["backup", "create", str(archive)]) == 0
+    finally:
+        listening.close()
+
+    said = capsys.readouterr().out
+    assert "Left out 2 entries that are neither a file, a folder nor a link" in said
+    assert "workspaces/acme/acme.a/pipe, workspaces/acme/acme.a/sock." in said
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile(names[0]).read())  # type: ignore[union-attr]
+    assert manifest["skipped"] == {
+        "count": 2,
+        "paths": ["workspaces/acme/acme.a/pipe", "workspaces/acme/acme.a/sock"],
+    }
+    assert "workspaces/acme/acme.a/notes.txt" in names
+    assert not any(name.endswith(("pipe", "sock")) for name in names)

@@ -28,7 +28,7 @@ from services.contracts import (
     Empty,
 )
 from services.ingress import Ingress
-from services.lifecycle.backup import create_backup
+from services.lifecycle.backup import SHOWN_SKIPPED, create_backup
 from services.lifecycle.restore import restore_backup
 from services.settings import Settings
 from services.stack import StackError
@@ -186,6 +186,10 @@ def erasures(ingress: Ingress, tenant: str) -> None:
     print(table(("AT", "BY", "WHAT", "TARGET", "AGENTS", "EVENTS"), rows))
 
 
+SKIPPED_SAID = 5
+"""How many of the entries a backup left out its output names."""
+
+
 def backup_create(settings: Settings, path: Path) -> None:
     pid, about = _running(settings)
     made = create_backup(settings.home, path, pid=pid, about=about)
@@ -194,6 +198,15 @@ def backup_create(settings: Settings, path: Path) -> None:
         f"Backed up {settings.home} to {made.path}: {made.files} files, "
         f"{made.bytes / 2**20:.1f} MiB ({paused})."
     )
+    if made.skipped:
+        more = len(made.skipped) - SKIPPED_SAID
+        tail = (
+            f" and {more} more (the manifest names the first {SHOWN_SKIPPED})" if more > 0 else ""
+        )
+        print(
+            f"Left out {len(made.skipped)} entries that are neither a file, a folder nor a "
+            f"link (a FIFO, a socket, a device): {', '.join(made.skipped[:SKIPPED_SAID])}{tail}."
+        )
 
 
 def backup_restore(settings: Settings, path: Path) -> None:

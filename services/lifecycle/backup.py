@@ -18,8 +18,9 @@ of copying the workspaces and Restate's logs, not its whole store. A watchdog th
 if this process dies meanwhile. A stack that is not running is copied as it is.
 
 The archive is a gzipped tar whose first member, `manifest.json`, names the format and
-its version, the restate-server version, the endpoint's address, and every file with its
-size and sha256. `services.lifecycle.restore` brings one back.
+its version, the restate-server version, the endpoint's address, every file with its
+size and sha256, and what was left out for being neither a file, a folder nor a link.
+`services.lifecycle.restore` brings one back.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -65,12 +67,19 @@ class BackupError(Exception):
     """A backup or a restore that cannot be done; the message is a sentence."""
 
 
+SHOWN_SKIPPED = 100
+"""How many of the entries left out the manifest names (it counts them all)."""
+
+
 @dataclass(frozen=True)
 class Made:
     path: Path
     files: int
     bytes: int
     pause_seconds: float
+    skipped: tuple[str, ...] = ()
+    """What was left out for being neither a file, a folder nor a link (a FIFO, a socket,
+    a device), by path in the home."""
 
 
 def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str, Any]) -> Made:
@@ -81,7 +90,7 @@ def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str,
         raise BackupError(f"{target} exists already: name a new file for the backup.")
     staging = Path(tempfile.mkdtemp(prefix=".backup-", dir=home))
     try:
-        paused = _copy_cut(home, staging, pid)
+        paused, skipped = _copy_cut(home, staging, pid)
         files = _listing(staging)
         manifest = {
             "format": FORMAT,
@@ -90,22 +99,26 @@ def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str,
             "pause_seconds": round(paused, 3),
             **about,
             "files": files,
+            "skipped": {"count": len(skipped), "paths": skipped[:SHOWN_SKIPPED]},
         }
         _write_archive(staging, target, manifest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return Made(target, len(files), sum(f["size"] for f in files), paused)
+    return Made(target, len(files), sum(f["size"] for f in files), paused, tuple(skipped))
 
 
-def _copy_cut(home: Path, staging: Path, pid: int | None) -> float:
+def _copy_cut(home: Path, staging: Path, pid: int | None) -> tuple[float, list[str]]:
+    """Copy the parts; how long restate-server was paused, and what was left out."""
+    skipped: list[str] = []
     with _frozen(pid) as started:
         for part in PARTS:
             source = home / part
             if source.is_dir():
-                _copy_tree(source, staging / part, LINKED.get(part))
+                left = _copy_tree(source, staging / part, LINKED.get(part))
+                skipped.extend(f"{part}/{relative}" for relative in left)
             elif source.is_file():
                 shutil.copy2(source, staging / part)
-        return time.monotonic() - started
+        return time.monotonic() - started, skipped
 
 
 @contextlib.contextmanager
@@ -133,9 +146,11 @@ def _frozen(pid: int | None) -> Iterator[float]:
         watchdog.wait()
 
 
-def _copy_tree(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> None:
+def _copy_tree(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> list[str]:
     """Copy a tree, links as links; files `linked` says are never rewritten (RocksDB's
-    tables, artifacts) are hard-linked instead of copied."""
+    tables, artifacts) are hard-linked instead of copied. What is neither a file, a
+    folder nor a link is left out: its paths."""
+    skipped: list[str] = []
     for folder, dirs, names in os.walk(source):
         here = Path(folder)
         into = target / here.relative_to(source)
@@ -144,11 +159,16 @@ def _copy_tree(source: Path, target: Path, linked: Callable[[Path], bool] | None
         for name in [*names, *(d for d in dirs if (here / d).is_symlink())]:
             if linked is not None and name in SKIPPED:
                 continue
-            _copy_file(here / name, into / name, linked)
+            if not _copy_file(here / name, into / name, linked):
+                skipped.append((here / name).relative_to(source).as_posix())
+    return sorted(skipped)
 
 
-def _copy_file(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> None:
-    if source.is_symlink():
+def _copy_file(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> bool:
+    mode = source.lstat().st_mode
+    if not (stat.S_ISLNK(mode) or stat.S_ISREG(mode)):
+        return False
+    if stat.S_ISLNK(mode):
         target.symlink_to(source.readlink())
     elif linked is not None and linked(source):
         try:
@@ -158,8 +178,9 @@ def _copy_file(source: Path, target: Path, linked: Callable[[Path], bool] | None
     else:
         shutil.copy2(source, target)
         with contextlib.suppress(PermissionError):
-            stat = source.stat()
-            os.chown(target, stat.st_uid, stat.st_gid)
+            found = source.stat()
+            os.chown(target, found.st_uid, found.st_gid)
+    return True
 
 
 def _listing(staging: Path) -> list[dict[str, Any]]:
