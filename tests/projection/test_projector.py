@@ -4,7 +4,7 @@ returns only once its own records are committed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,17 @@ from schemas.projection import EventBatch
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
 from services.ingress import AsyncIngress, IngressError
-from services.projection.projector import Projection, ProjectionClosedError, through_ingress
+from services.projection.postgres import PostgresStore
+from services.projection.projector import (
+    Overflow,
+    Projection,
+    ProjectionClosedError,
+    Tell,
+    through_ingress,
+)
 from services.projection.store import ProjectionStore
+from services.projection.stores import ReadSide
+from tests.fixtures.postgres import Cluster
 from tests.projection.test_store import T0, timeline
 
 AGENTS = [f"acme.agent-{n}" for n in range(50)]
@@ -31,7 +40,7 @@ def anyio_backend() -> str:
 
 
 class Transactions:
-    """Counts `ProjectionStore.record` calls (each one transaction) around the real one."""
+    """Counts either store's `record` calls (each one transaction) around the real one."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
@@ -39,59 +48,85 @@ class Transactions:
         """The first transaction waits for it."""
         self.gate.set()
         self.entered = asyncio.Event()
-        real = ProjectionStore.record
+        for kind in (ProjectionStore, PostgresStore):
+            monkeypatch.setattr(kind, "record", self._counted(kind.record))
 
-        async def record(store: ProjectionStore, events: Any = (), *rest: Any) -> None:
+    def _counted(self, real: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        async def record(store: ReadSide, events: Any = (), *rest: Any) -> None:
             self.sizes.append(len(events))
             self.entered.set()
             if len(self.sizes) == 1:
                 await self.gate.wait()
             await real(store, events, *rest)
 
-        monkeypatch.setattr(ProjectionStore, "record", record)
+        return record
 
 
-async def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    async with await ProjectionStore.open(path) as store:
-        return await store.dump()
+class Target:
+    """Where the tests' `Projection` writes: SQLite's file, or a PostgreSQL database."""
+
+    def __init__(self, folder: Path, urls: Callable[[], str] | None) -> None:
+        self.folder = folder
+        self._urls = urls
+        self.url = urls() if urls is not None else ""
+
+    def projection(self, tell: Tell | None = None, overflow: Overflow | None = None) -> Projection:
+        return Projection(self.folder / "p.db", tell, overflow, url=self.url)
+
+    async def _open(self, reference: bool = False) -> ReadSide:
+        if self._urls is None:
+            return await ProjectionStore.open(self.folder / ("ref.db" if reference else "p.db"))
+        return await PostgresStore.open(self._urls() if reference else self.url)
+
+    async def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        async with await self._open() as store:
+            return await store.dump()
+
+    async def status_of(self, agent: str) -> str | None:
+        async with await self._open() as store:
+            row = await store.agent(agent)
+        return row.status if row is not None else None
+
+    async def timeline_of(self, agent: str) -> list[Event]:
+        async with await self._open() as store:
+            return await store.timeline(agent)
+
+    async def one_by_one(self, batches: list[list[Event]]) -> dict[str, list[tuple[Any, ...]]]:
+        """The tables of another store of the same kind, after `batches` one by one."""
+        async with await self._open(reference=True) as store:
+            for batch in batches:
+                await store.record_events(batch)
+            return await store.dump()
 
 
-async def status_of(path: Path, agent: str) -> str | None:
-    async with await ProjectionStore.open(path) as store:
-        row = await store.agent(agent)
-    return row.status if row is not None else None
-
-
-async def timeline_of(path: Path, agent: str) -> list[Event]:
-    async with await ProjectionStore.open(path) as store:
-        return await store.timeline(agent)
-
-
-async def one_by_one(path: Path, batches: list[list[Event]]) -> dict[str, list[tuple[Any, ...]]]:
-    async with await ProjectionStore.open(path) as store:
-        for batch in batches:
-            await store.record_events(batch)
-        return await store.dump()
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    if request.param == "sqlite":
+        yield Target(tmp_path, None)
+        return
+    server: Cluster = request.getfixturevalue("postgres")
+    with server.databases():
+        yield Target(tmp_path, server.database)
 
 
 async def test_fifty_agents_batches_sent_at_once_are_one_transaction(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batches = [timeline(agent, 2) for agent in AGENTS]
     told: list[Mapping[str, int]] = []
-    projection = Projection(tmp_path / "p.db", told.append)
+    projection = target.projection(told.append)
     transactions = Transactions(monkeypatch)
     await asyncio.gather(*(projection.record(events=batch) for batch in batches))
     await projection.close()
     assert transactions.sizes == [6 * len(AGENTS)]
     assert told == [dict.fromkeys(AGENTS, 6)]
-    assert await dump(tmp_path / "p.db") == await one_by_one(tmp_path / "ref.db", batches)
+    assert await target.dump() == await target.one_by_one(batches)
 
 
 async def test_batches_arriving_while_a_commit_runs_share_the_next_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    projection = Projection(tmp_path / "p.db")
+    projection = target.projection()
     transactions = Transactions(monkeypatch)
     transactions.gate.clear()
     first = asyncio.create_task(projection.record(events=timeline("acme.first", 1)))
@@ -108,9 +143,9 @@ async def test_batches_arriving_while_a_commit_runs_share_the_next_one(
 
 
 async def test_specs_keys_and_events_of_many_invocations_commit_together(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    projection = Projection(tmp_path / "p.db")
+    projection = target.projection()
     transactions = Transactions(monkeypatch)
     spec = PublishedSpec("acme", AgentSpec("helper", "Help.", version=1), T0)
     key = ApiKey("k1", "acme", "read", "h1", T0)
@@ -121,12 +156,12 @@ async def test_specs_keys_and_events_of_many_invocations_commit_together(
     )
     await projection.close()
     assert len(transactions.sizes) == 1
-    tables = await dump(tmp_path / "p.db")
+    tables = await target.dump()
     assert (len(tables["specs"]), len(tables["keys"]), len(tables["events"])) == (1, 1, 3)
 
 
-async def test_a_batch_that_cannot_be_written_fails_alone(tmp_path: Path) -> None:
-    projection = Projection(tmp_path / "p.db")
+async def test_a_batch_that_cannot_be_written_fails_alone(target: Target) -> None:
+    projection = target.projection()
     bad = [Event("not an address", 1, 1, 1, T0, timeline("acme.a", 1)[0].body)]
     results = await asyncio.gather(
         projection.record(events=timeline("acme.a", 1)),
@@ -138,39 +173,39 @@ async def test_a_batch_that_cannot_be_written_fails_alone(tmp_path: Path) -> Non
     assert results[0] is None
     assert results[2] is None
     assert "agent address" in str(results[1])
-    tables = await dump(tmp_path / "p.db")
+    tables = await target.dump()
     assert [row[0] for row in tables["agents"]] == ["acme.a", "acme.b"]
 
 
-async def test_a_cancelled_invocation_still_has_its_batch_committed(tmp_path: Path) -> None:
-    projection = Projection(tmp_path / "p.db")
+async def test_a_cancelled_invocation_still_has_its_batch_committed(target: Target) -> None:
+    projection = target.projection()
     waiting = asyncio.create_task(projection.record(events=timeline("acme.a", 1)))
     await asyncio.sleep(0)
     waiting.cancel()
     await projection.record(events=timeline("acme.b", 1))
     await projection.close()
-    assert [row[0] for row in (await dump(tmp_path / "p.db"))["agents"]] == ["acme.a", "acme.b"]
+    assert [row[0] for row in (await target.dump())["agents"]] == ["acme.a", "acme.b"]
 
 
-async def test_a_closed_projection_refuses_writes_so_restate_retries_them(tmp_path: Path) -> None:
-    projection = Projection(tmp_path / "p.db")
+async def test_a_closed_projection_refuses_writes_so_restate_retries_them(target: Target) -> None:
+    projection = target.projection()
     await projection.record(events=timeline("acme.a", 1))
     await projection.close()
     with pytest.raises(RuntimeError, match="closed"):
         await projection.record(events=timeline("acme.b", 1))
 
 
-async def test_offered_batches_are_committed_without_anyone_waiting(tmp_path: Path) -> None:
+async def test_offered_batches_are_committed_without_anyone_waiting(target: Target) -> None:
     told: list[Mapping[str, int]] = []
-    projection = Projection(tmp_path / "p.db", told.append)
+    projection = target.projection(told.append)
     events = timeline("acme.a", 2)
     projection.offer(EventBatch(tuple(events[:3]), "running"))
     projection.offer(EventBatch(tuple(events[3:]), "waiting"))
     await projection.record(events=timeline("acme.b", 1))  # queued behind the offers
     await projection.close()
-    tables = await dump(tmp_path / "p.db")
+    tables = await target.dump()
     assert len(tables["events"]) == 9
-    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
+    assert await target.status_of("acme.a") == "waiting"
     assert {agent: seq for notice in told for agent, seq in notice.items()} == {
         "acme.a": 6,
         "acme.b": 3,
@@ -178,19 +213,19 @@ async def test_offered_batches_are_committed_without_anyone_waiting(tmp_path: Pa
 
 
 async def test_an_offer_that_cannot_be_written_is_logged_and_fails_nothing_else(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    target: Target, caplog: pytest.LogCaptureFixture
 ) -> None:
-    projection = Projection(tmp_path / "p.db")
+    projection = target.projection()
     bad = Event("not an address", 1, 1, 1, T0, timeline("acme.a", 1)[0].body)
     projection.offer(EventBatch((bad,), "running"))
     await projection.write(EventBatch(tuple(timeline("acme.b", 1)), "idle"))
     await projection.close()
     assert "was not projected" in caplog.text
-    assert [row[0] for row in (await dump(tmp_path / "p.db"))["agents"]] == ["acme.b"]
+    assert [row[0] for row in (await target.dump())["agents"]] == ["acme.b"]
 
 
-async def test_an_offer_to_a_closed_projection_is_dropped(tmp_path: Path) -> None:
-    projection = Projection(tmp_path / "p.db")
+async def test_an_offer_to_a_closed_projection_is_dropped(target: Target) -> None:
+    projection = target.projection()
     await projection.close()
     projection.offer(EventBatch(tuple(timeline("acme.a", 1)), "running"))
     with pytest.raises(ProjectionClosedError):
@@ -215,17 +250,17 @@ async def test_a_wakes_last_write_that_the_projection_cannot_take_goes_to_the_ov
     assert "acme.a's events go to the Projector" in caplog.text
 
 
-async def test_a_last_write_that_is_committed_is_not_handed_over(tmp_path: Path) -> None:
+async def test_a_last_write_that_is_committed_is_not_handed_over(target: Target) -> None:
     handed: list[EventBatch] = []
 
     async def overflow(batch: EventBatch) -> None:
         handed.append(batch)
 
-    projection = Projection(tmp_path / "p.db", overflow=overflow)
+    projection = target.projection(overflow=overflow)
     await projection.write(EventBatch(tuple(timeline("acme.a", 1)), "idle"))
     await projection.close()
     assert handed == []
-    assert len((await dump(tmp_path / "p.db"))["events"]) == 3
+    assert len((await target.dump())["events"]) == 3
 
 
 async def test_through_ingress_sends_the_batch_one_way_to_its_agents_projector() -> None:
@@ -254,9 +289,9 @@ async def test_through_ingress_raises_when_restate_refuses() -> None:
 
 
 async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    projection = Projection(tmp_path / "p.db")
+    projection = target.projection()
     transactions = Transactions(monkeypatch)
     events = tuple(timeline("acme.a", 2))  # the last one, seq 6, is `waiting`
     projection.offer(EventBatch(events[:3], "running"))
@@ -264,13 +299,13 @@ async def test_a_wakes_last_write_and_its_offers_in_one_group_insert_each_event_
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
     assert transactions.sizes == [6]
-    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
+    assert await target.status_of("acme.a") == "waiting"
 
 
 async def test_a_wakes_last_write_skips_what_its_offers_already_committed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    projection = Projection(tmp_path / "p.db")
+    projection = target.projection()
     transactions = Transactions(monkeypatch)
     events = tuple(timeline("acme.a", 2))  # the last one, seq 6, is `waiting`
     projection.offer(EventBatch(events[:4], "running"))
@@ -278,16 +313,16 @@ async def test_a_wakes_last_write_skips_what_its_offers_already_committed(
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
     assert transactions.sizes == [7, 2], "seqs 5 and 6: the one not offered, and the last"
-    assert await timeline_of(tmp_path / "p.db", "acme.a") == list(events)
-    assert await status_of(tmp_path / "p.db", "acme.a") == "waiting"
+    assert await target.timeline_of("acme.a") == list(events)
+    assert await target.status_of("acme.a") == "waiting"
 
 
-async def test_a_replaced_file_gets_every_event_of_the_last_write(tmp_path: Path) -> None:
-    projection = Projection(tmp_path / "p.db")
+async def test_a_replaced_file_gets_every_event_of_the_last_write(target: Target) -> None:
+    projection = target.projection()
     events = tuple(timeline("acme.a", 2))
     projection.offer(EventBatch(events[:4], "running"))
     await projection.record(events=timeline("acme.b", 1))
     await projection.replace(lambda store: store.record_events(timeline("acme.b", 1)))
     await projection.write(EventBatch(events, "waiting"))
     await projection.close()
-    assert await timeline_of(tmp_path / "p.db", "acme.a") == list(events)
+    assert await target.timeline_of("acme.a") == list(events)
