@@ -138,6 +138,15 @@ class Settings(BaseSettings):
         "once it holds 16 more, the older ones move to the archive store, from where reads "
         "still serve them; 0: all stay in Restate.",
     )
+    journal_retention_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        le=3650 * 24 * 3600,
+        description="How long restate-server keeps the journal of a finished invocation "
+        "(its input and each step's result) of every service that sets no retention of its "
+        "own: the Agent object's wakes among them; 0 keeps none. Services that carry "
+        "documents, memories, prompts or files keep none whatever this says.",
+    )
     effect_retention_seconds: float = Field(
         default=7 * 24 * 3600,
         ge=0,

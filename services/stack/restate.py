@@ -74,6 +74,7 @@ def restate_env(settings: Settings) -> dict[str, str]:
         "RESTATE_BIND_PORT": str(settings.node_port),
         "RESTATE_INGRESS__BIND_PORT": str(settings.ingress_port),
         "RESTATE_ADMIN__BIND_PORT": str(settings.admin_port),
+        "RESTATE_DEFAULT_JOURNAL_RETENTION": f"{settings.journal_retention_seconds}s",
     }
 
 

@@ -1,11 +1,13 @@
 """Retention on a real stack: a finished effect-ledger entry is pruned after
-TEASPILL_EFFECT_RETENTION_SECONDS; one whose call never finished is kept."""
+TEASPILL_EFFECT_RETENTION_SECONDS; one whose call never finished is kept. A finished
+invocation's journal is kept for TEASPILL_JOURNAL_RETENTION_SECONDS, or not at all."""
 
 from __future__ import annotations
 
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from schemas.effects import Finished
@@ -15,6 +17,7 @@ from services.effects.ledger import ledger_key
 from services.ingress import Ingress
 from services.lifecycle.restate_admin import RestateAdminApi
 from services.stack import Stack
+from services.stack.journal import RestateAdmin
 from tests.durable.conftest import eventually, stack_settings
 
 pytestmark = pytest.mark.durable
@@ -45,3 +48,28 @@ def test_a_finished_effect_entry_is_pruned_after_the_retention_and_a_begun_one_k
         assert admin.keys_with_prefix(EFFECTS, interrupted) == {interrupted}
         again = ingress.call(BEGIN_EFFECT, Empty(), interrupted)
         assert (again.first, again.finished) == (False, None)
+
+
+@pytest.mark.parametrize(("seconds", "shown", "entries"), [(0, None, 0), (3600, "1h", 4)])
+def test_a_finished_invocations_journal_is_kept_for_the_journal_retention(
+    tmp_path: Path, seconds: int, shown: str | None, entries: int
+) -> None:
+    settings = stack_settings(tmp_path / "home").model_copy(
+        update={"journal_retention_seconds": seconds}
+    )
+    with (
+        Stack(settings, gateway=False),
+        closing(Ingress(settings.ingress_url)) as ingress,
+        RestateAdmin(settings.admin_url) as admin,
+    ):
+        assert ingress.call(BEGIN_EFFECT, Empty(), ledger_key("test.a/t1/r1/c1")).first
+        services = httpx.get(f"{settings.admin_url}/services").json()["services"]
+        # The admin API leaves the field out of a service that keeps no journal by default.
+        kept = {service["name"]: service.get("journal_retention") for service in services}
+        journal = admin.query(
+            "SELECT j.index FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
+            "WHERE i.target_service_name = 'Effects' AND i.status = 'completed'"
+        )
+    assert len(journal) == entries
+    assert kept["Agent"] == kept["Effects"] == kept["Tenant"] == shown
+    assert kept["Knowledge"] == kept["Memory"] == kept["Model"] == "0s"
