@@ -9,6 +9,7 @@ import os
 import socket
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,38 @@ def test_a_fifo_or_a_socket_in_a_workspace_is_left_out_and_named(
     }
     assert "workspaces/acme/acme.a/notes.txt" in names
     assert not any(name.endswith(("pipe", "sock")) for name in names)
+
+
+def test_a_file_swapped_for_a_link_while_it_is_copied_is_not_read_through(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command in acme.a's workspace swaps its file for a link to another tenant's file
+    just after the backup looked at it: the copy holds no byte of the other tenant's."""
+    victim = home / "workspaces" / "bravo" / "bravo.b"
+    victim.mkdir(parents=True)
+    (victim / "secret.txt").write_text("bravo's secret")
+    notes = home / "workspaces" / "acme" / "acme.a" / "notes.txt"
+    look = os.stat
+    swapped: list[str] = []
+
+    def look_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        found = look(path, *args, **kwargs)
+        looked = os.fspath(path) == "notes.txt" or Path(os.fspath(path)) == notes
+        if looked and not kwargs.get("follow_symlinks", True) and not swapped:
+            notes.unlink()
+            notes.symlink_to("../../bravo/bravo.b/secret.txt")
+            swapped.append(os.fspath(path))
+        return found
+
+    monkeypatch.setattr(os, "stat", look_then_swap)
+    archive = tmp_path / "b.tar.gz"
+
+    assert main(["backup", "create", str(archive)]) == 0
+
+    monkeypatch.setattr(os, "stat", look)
+    assert swapped
+    raw = gzip.decompress(archive.read_bytes())
+    assert raw.count(b"bravo's secret") == 1  # bravo's own copy, not acme's
+    with tarfile.open(archive) as tar:
+        kinds = {member.name: member.type for member in tar.getmembers()}
+    assert kinds.get("workspaces/acme/acme.a/notes.txt") in (None, tarfile.SYMTYPE)

@@ -17,6 +17,11 @@ immutable RocksDB tables are hard-linked, the rest copied, so the pause is about
 of copying the workspaces and Restate's logs, not its whole store. A watchdog thaws it
 if this process dies meanwhile. A stack that is not running is copied as it is.
 
+Commands may run in the workspaces while they are copied, and the copier may read every
+tenant's: each part is copied from folder descriptors, opening nothing through a link
+(`services.workspace.copies`), so an entry swapped for a link mid-copy is never read
+through, and no copy keeps a setuid or setgid bit.
+
 The archive is a gzipped tar whose first member, `manifest.json`, names the format and
 its version, the restate-server version, the endpoint's address, every file with its
 size and sha256, and what was left out for being neither a file, a folder nor a link.
@@ -32,7 +37,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import tarfile
 import tempfile
@@ -43,6 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.workspace.copies import FOLDER, CopyRules, copy_tree
+
 FORMAT = "teaspill-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -52,12 +58,12 @@ PARTS = (
 """What of a home a backup holds (each where present)."""
 SKIPPED = frozenset({"LOCK"})
 """Files of Restate's that a copy leaves out: its process's lock, made again at start."""
-LINKED: dict[str, Callable[[Path], bool]] = {
-    "restate": lambda path: path.suffix == ".sst",
-    "artifacts": lambda path: True,
-    "archive": lambda path: True,  # replaced whole (a rename), never written in place
+LINKED: dict[str, Callable[[str], bool]] = {
+    "restate": lambda relative: relative.endswith(".sst"),
+    "artifacts": lambda relative: True,
+    "archive": lambda relative: True,  # replaced whole (a rename), never written in place
 }
-"""Per part, the files that are never rewritten once written: hard-linked, not copied."""
+"""Per part, the files (by path in it) never rewritten once written: hard-linked."""
 MOST_PAUSE = 120
 """Seconds after which the watchdog thaws restate-server whatever this process does."""
 CHUNK = 1 << 20
@@ -79,7 +85,7 @@ class Made:
     pause_seconds: float
     skipped: tuple[str, ...] = ()
     """What was left out for being neither a file, a folder nor a link (a FIFO, a socket,
-    a device), by path in the home."""
+    a device), or for being nested too deep (`copies.MOST_DEPTH`), by path in the home."""
 
 
 def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str, Any]) -> Made:
@@ -114,7 +120,7 @@ def _copy_cut(home: Path, staging: Path, pid: int | None) -> tuple[float, list[s
         for part in PARTS:
             source = home / part
             if source.is_dir():
-                left = _copy_tree(source, staging / part, LINKED.get(part))
+                left = _copy_part(source, staging / part, part)
                 skipped.extend(f"{part}/{relative}" for relative in left)
             elif source.is_file():
                 shutil.copy2(source, staging / part)
@@ -146,41 +152,29 @@ def _frozen(pid: int | None) -> Iterator[float]:
         watchdog.wait()
 
 
-def _copy_tree(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> list[str]:
-    """Copy a tree, links as links; files `linked` says are never rewritten (RocksDB's
-    tables, artifacts) are hard-linked instead of copied. What is neither a file, a
-    folder nor a link is left out: its paths."""
-    skipped: list[str] = []
-    for folder, dirs, names in os.walk(source):
-        here = Path(folder)
-        into = target / here.relative_to(source)
-        into.mkdir(parents=True, exist_ok=True)
-        shutil.copystat(here, into)
-        for name in [*names, *(d for d in dirs if (here / d).is_symlink())]:
-            if linked is not None and name in SKIPPED:
-                continue
-            if not _copy_file(here / name, into / name, linked):
-                skipped.append((here / name).relative_to(source).as_posix())
-    return sorted(skipped)
+def _copy_part(source: Path, target: Path, part: str) -> list[str]:
+    """Copy a part's tree (`copies.copy_tree`: no link followed, on either side, however
+    a workspace changes meanwhile); what was left out, by path in the part."""
+    target.mkdir(mode=0o700)
+    folder = os.open(target, FOLDER)
+    try:
+        copied = copy_tree(source, folder, _rules(part))
+    finally:
+        os.close(folder)
+    return copied.skipped
 
 
-def _copy_file(source: Path, target: Path, linked: Callable[[Path], bool] | None) -> bool:
-    mode = source.lstat().st_mode
-    if not (stat.S_ISLNK(mode) or stat.S_ISREG(mode)):
-        return False
-    if stat.S_ISLNK(mode):
-        target.symlink_to(source.readlink())
-    elif linked is not None and linked(source):
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
-    else:
-        shutil.copy2(source, target)
-        with contextlib.suppress(PermissionError):
-            found = source.stat()
-            os.chown(target, found.st_uid, found.st_gid)
-    return True
+def _rules(part: str) -> CopyRules:
+    """Owners kept; files `LINKED` says are never rewritten (RocksDB's tables, artifacts)
+    are hard-linked instead of copied, and Restate's lock is left out."""
+    linked = LINKED.get(part)
+    if linked is None:
+        return CopyRules(owner=_same_owner)
+    return CopyRules(owner=_same_owner, linked=linked, left_out=SKIPPED)
+
+
+def _same_owner(found: os.stat_result) -> tuple[int, int]:
+    return found.st_uid, found.st_gid
 
 
 def _listing(staging: Path) -> list[dict[str, Any]]:
