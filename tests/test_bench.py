@@ -3,6 +3,7 @@ teaspill's figures are set beside the plain loop's and marked against the goals.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime
 
@@ -21,7 +22,9 @@ from bench.versus import Row, compare, render
 from bench.wake import main as wake_main
 from schemas.events import ContextFolded, Event, EventBody, ModelMessage, TurnEnded
 from schemas.model import Usage
+from services.projection.postgres import PostgresStore
 from services.stack.journal import Tally
+from tests.fixtures.postgres import Cluster
 
 
 def spread(median: float, p95: float | None = None) -> Spread:
@@ -222,6 +225,24 @@ def test_the_commit_benchmark_writes_rounds_as_an_agent_hands_them_over(
     assert [line.split()[:2] for line in lines] == [["1", "agent,"], ["2", "agents,"]]
     with pytest.raises(SystemExit) as refused:
         commits_main(["--rounds", "3"])
+    assert refused.value.code == 2
+
+
+def test_the_commit_benchmark_writes_into_a_postgresql_projection_when_given_one(
+    capsys: pytest.CaptureFixture[str], postgres: Cluster
+) -> None:
+    url = postgres.database()
+    assert commits_main(["--rounds", "10", "--agents", "2", "--url", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [["1", "agent,"], ["2", "agents,"]]
+
+    async def agents() -> int:
+        async with await PostgresStore.open(url, readonly=True) as store:
+            return await store.agent_count("acme")
+
+    assert asyncio.run(agents()) == 3
+    with pytest.raises(SystemExit) as refused:
+        commits_main(["--url", "sqlite:///x.db"])
     assert refused.value.code == 2
 
 
