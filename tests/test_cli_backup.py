@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import socket
+import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from services.cli.main import main
+from services.lifecycle import backup
 from services.stack import isolated_settings
 
 
@@ -146,3 +148,37 @@ def test_a_file_swapped_for_a_link_while_it_is_copied_is_not_read_through(
     with tarfile.open(archive) as tar:
         kinds = {member.name: member.type for member in tar.getmembers()}
     assert kinds.get("workspaces/acme/acme.a/notes.txt") in (None, tarfile.SYMTYPE)
+
+
+def test_a_copy_that_outlives_the_watchdog_fails_and_leaves_no_archive(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog thaws restate-server (here a stand-in process group) while the copy
+    still runs: what was copied after that is no consistent cut, so nothing is kept."""
+    server = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    copy_part = backup._copy_part
+    thawed: list[bool] = []
+
+    def copy_until_thawed(source: Path, target: Path, part: str) -> list[str]:
+        """Copying the workspaces outlasts the pause: it ends once the watchdog has
+        thawed the server (waited for as its parent, no polling)."""
+        while part == "workspaces" and not thawed:
+            _pid, status = os.waitpid(server.pid, os.WUNTRACED | os.WCONTINUED)
+            thawed.extend([True] if os.WIFCONTINUED(status) else [])
+        return copy_part(source, target, part)
+
+    monkeypatch.setattr(backup, "MOST_PAUSE", 1)
+    monkeypatch.setattr(backup, "_copy_part", copy_until_thawed)
+    archive = tmp_path / "b.tar.gz"
+    try:
+        with pytest.raises(backup.BackupError) as failed:
+            backup.create_backup(home, archive, pid=server.pid, about={})
+    finally:
+        server.kill()
+        server.wait()
+
+    assert thawed
+    assert "the watchdog thawed it while its files were copied" in str(failed.value)
+    assert "no backup was written" in str(failed.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+    assert not [p for p in home.iterdir() if p.name.startswith(".backup-")]

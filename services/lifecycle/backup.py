@@ -15,7 +15,8 @@ are taken, which is what a storage snapshot gives (Restate writes its log ahead 
 fsync and recovers from a crash at any instant), and it is thawed at once after; the
 immutable RocksDB tables are hard-linked, the rest copied, so the pause is about the time
 of copying the workspaces and Restate's logs, not its whole store. A watchdog thaws it
-if this process dies meanwhile. A stack that is not running is copied as it is.
+if this process dies meanwhile, or after `MOST_PAUSE`: a copy that outlasts that is torn,
+and the backup fails. A stack that is not running is copied as it is.
 
 Commands may run in the workspaces while they are copied, and the copier may read every
 tenant's: each part is copied from folder descriptors, opening nothing through a link
@@ -116,7 +117,7 @@ def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str,
 def _copy_cut(home: Path, staging: Path, pid: int | None) -> tuple[float, list[str]]:
     """Copy the parts; how long restate-server was paused, and what was left out."""
     skipped: list[str] = []
-    with _frozen(pid) as started:
+    with _frozen(pid) as pause:
         for part in PARTS:
             source = home / part
             if source.is_dir():
@@ -124,16 +125,42 @@ def _copy_cut(home: Path, staging: Path, pid: int | None) -> tuple[float, list[s
                 skipped.extend(f"{part}/{relative}" for relative in left)
             elif source.is_file():
                 shutil.copy2(source, staging / part)
-        return time.monotonic() - started, skipped
+        if pause.thawed():
+            raise BackupError(
+                f"Copying took longer than the {MOST_PAUSE} s restate-server may be paused, "
+                "so the watchdog thawed it while its files were copied and the copy is no "
+                "consistent cut: no backup was written. The pause grows with the "
+                "workspaces' size: put the home on a faster disk or free space in the "
+                "workspaces, and try again."
+            )
+        return time.monotonic() - pause.started, skipped
+
+
+@dataclass(frozen=True)
+class _Pause:
+    started: float
+    """When restate-server was stopped."""
+    watchdog: subprocess.Popen[bytes] | None = None
+    launched: float = 0.0
+    """When the watchdog was started: it cannot thaw restate-server before `MOST_PAUSE`
+    seconds from then."""
+
+    def thawed(self) -> bool:
+        """Whether the watchdog may have thawed restate-server already."""
+        if self.watchdog is None:
+            return False
+        waited = time.monotonic() - self.launched
+        return self.watchdog.poll() is not None or waited >= MOST_PAUSE
 
 
 @contextlib.contextmanager
-def _frozen(pid: int | None) -> Iterator[float]:
-    """restate-server's group stopped for the block (thawed by a watchdog if this process
-    dies first); yields when it stopped."""
+def _frozen(pid: int | None) -> Iterator[_Pause]:
+    """restate-server's group stopped for the block (thawed by a watchdog after
+    `MOST_PAUSE` seconds, or if this process dies first)."""
     if pid is None:
-        yield time.monotonic()
+        yield _Pause(time.monotonic())
         return
+    launched = time.monotonic()
     watchdog = subprocess.Popen(
         ["/bin/sh", "-c", f"sleep {MOST_PAUSE}; kill -CONT -{pid}"],
         start_new_session=True,
@@ -144,7 +171,7 @@ def _frozen(pid: int | None) -> Iterator[float]:
     try:
         os.killpg(pid, signal.SIGSTOP)
         try:
-            yield time.monotonic()
+            yield _Pause(time.monotonic(), watchdog, launched)
         finally:
             os.killpg(pid, signal.SIGCONT)
     finally:
