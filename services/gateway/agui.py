@@ -9,6 +9,9 @@ the AG-UI events to send, until the run is over:
 - `tool_called`: `TOOL_CALL_START/ARGS/END`; `tool_finished`: `TOOL_CALL_RESULT`;
 - `approval_requested` (or a parked turn): `RUN_FINISHED` with an interrupt outcome that a
   client answers with a `resume` entry in its next run;
+- `approval_requested` of a tool that runs in the page (one of the run's frontend tools):
+  `RUN_FINISHED`, after the call's `TOOL_CALL_*` events; the client runs the tool and sends
+  its result as a `tool` message in its next run, as AG-UI's frontend tools do;
 - `turn_ended`: `RUN_FINISHED` (succeeded: success, with the reply as the result; stopped
   or superseded: cancelled) or `RUN_ERROR` (failed, with the turn's sentence);
 - `approval_refused` of an answer this run sent (the agent found it answered already, or
@@ -20,6 +23,7 @@ the AG-UI events to send, until the run is over:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +94,15 @@ def call_id(turn: int, round_: int, call: str) -> str:
     return f"t{turn}r{round_}-{call}"
 
 
+_CALL_ID = re.compile(r"t([0-9]{1,9})r([0-9]{1,9})-(.{1,200})", re.DOTALL)
+
+
+def parse_call_id(text: str) -> tuple[int, int, str] | None:
+    """The turn, round and model's call id of a `call_id`; None for anything else."""
+    found = _CALL_ID.fullmatch(text)
+    return (int(found[1]), int(found[2]), found[3]) if found else None
+
+
 def sse(event: BaseEvent) -> bytes:
     return b"data: %s\n\n" % event.model_dump_json(by_alias=True).encode()
 
@@ -139,7 +152,7 @@ class Run:
             return []
         match body:
             case ApprovalRequested():
-                return self._finish([_interrupt(event.turn, event.round, body)])
+                return self._finish([_waiting(event.turn, event.round, body)])
             case TurnParked():
                 return self._finish([_parked(body)])
             case TurnEnded():
@@ -247,6 +260,14 @@ def _tool_result(cid: str, body: ToolFinished) -> BaseEvent:
     return ToolCallResultEvent(
         message_id=f"{cid}:result", tool_call_id=cid, content=body.content, role="tool"
     )
+
+
+def _waiting(turn: int, round_: int, body: ApprovalRequested) -> BaseEvent:
+    """The run's end on a request: the client runs a page tool's call itself (its
+    `TOOL_CALL_*` events came before), and answers anything else as an interrupt."""
+    if body.page:
+        return RunFinishedEvent(thread_id="", run_id="")
+    return _interrupt(turn, round_, body)
 
 
 def _interrupt(turn: int, round_: int, body: ApprovalRequested) -> BaseEvent:

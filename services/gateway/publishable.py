@@ -38,6 +38,7 @@ PAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("POST", re.compile(r"^/v1/agents/[^/]+/messages$")),
     ("GET", re.compile(r"^/v1/agents/[^/]+(/timeline|/events)?$")),
     ("POST", re.compile(r"^/v1/agents/[^/]+/page-calls/[^/]+/(claim|result)$")),
+    ("POST", re.compile(r"^/v1/agui$")),
 )
 """The only routes a publishable key may call."""
 NEEDS_NO_USER = frozenset({"/v1/me", "/v1/visitors"})

@@ -29,7 +29,7 @@ from schemas.events import (
 from schemas.live import LiveBatch, LiveDelta, Retraction
 from schemas.model import Usage
 from schemas.questions import Question
-from services.gateway.agui import Item, Run
+from services.gateway.agui import Item, Run, call_id, parse_call_id
 from tests.gateway.conftest import LIVE_TOKEN, World
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -101,6 +101,26 @@ def test_an_approval_ends_the_run_with_an_interrupt() -> None:
     interrupt = events[0]["outcome"]["interrupts"][0]
     assert (interrupt["id"], interrupt["toolCallId"]) == ("t1r1-call_0", "t1r1-call_0")
     assert events[0]["outcome"]["type"] == "interrupt"
+
+
+def test_a_call_of_a_page_tool_ends_the_run_for_the_client_to_run_it() -> None:
+    run = Run("acme.new", "acme.new", "r1", "m1")
+    run.take(TURN[0])
+    called = dumped(run.take(at(2, 1, ToolCalled("call_0", "read_title", {}))))
+    asked = at(3, 1, ApprovalRequested("t1r1-call_0", "call_0", "read_title", page=True))
+    events = dumped(run.take(asked))
+    assert types(called) == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    assert called[0]["toolCallId"] == call_id(1, 1, "call_0")
+    assert types(events) == ["RUN_FINISHED"]
+    assert "outcome" not in events[0] or events[0]["outcome"] is None
+    assert run.finished
+
+
+def test_a_call_id_is_read_back_into_its_turn_round_and_call() -> None:
+    assert parse_call_id(call_id(12, 3, "call_0")) == (12, 3, "call_0")
+    assert parse_call_id(call_id(1, 1, "t2r2-x")) == (1, 1, "t2r2-x")
+    for other in ("", "call_0", "t1r-x", "tr1-x", "t1r1-", "t1r1x", " t1r1-x", "t1r1-x\n" * 40):
+        assert parse_call_id(other) is None, other
 
 
 def test_a_resumed_run_whose_answer_is_refused_ends_with_the_agents_sentence() -> None:

@@ -352,3 +352,22 @@ def test_a_token_made_for_one_publishable_key_is_refused_with_another(page: Page
         "the key's id (a token is signed for one key)"
     )
     assert page.get("/v1/me/conversations", user=None, headers=theirs).status_code == 200
+
+
+def test_the_users_page_runs_its_conversation_over_ag_ui_and_no_one_elses(page: Page) -> None:
+    def run(thread: str, user: str) -> httpx.Response:
+        body = {"threadId": thread, "runId": f"run-{user}", "state": {}, "tools": [],
+                "context": [], "forwardedProps": {"kind": "calc"},
+                "messages": [{"id": "m1", "role": "user", "content": CALCULATE}]}  # fmt: skip
+        return page.post("/v1/agui", user=user, json=body)
+
+    theirs = run(address("AG"), "AG")
+    assert theirs.status_code == 200, theirs.text
+    frames = [line for line in theirs.text.splitlines() if line.startswith("data: ")]
+    assert '"type":"RUN_STARTED"' in frames[0]
+    assert '"type":"RUN_FINISHED"' in frames[-1]
+    assert '"result":"It is 42"' in frames[-1]
+    refused = run(address("AG"), "BG")
+    assert error(refused, 404).startswith(f"there is no agent {address('AG')}")
+    elsewhere = run("acme.someone-else", "AG")
+    assert error(elsewhere, 404).startswith("there is no agent acme.someone-else")

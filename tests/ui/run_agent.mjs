@@ -1,6 +1,8 @@
 // Drives teaspill's AG-UI route with the official JS client, as a frontend would.
-// Input (argv[2], JSON): {url, key, thread, kind, text, approve}. With `approve` set, a
-// run that ends on interrupts is resumed once with that answer to each.
+// Input (argv[2], JSON): {url, key, thread, kind, text, approve, tools, toolAnswer}. With
+// `approve` set, a run that ends on interrupts is resumed once with that answer to each.
+// `tools` are frontend tools sent with every run; with `toolAnswer` set, a run that ends
+// after calls of them runs once more with a `tool` message answering each.
 // Output (stdout, JSON): {runs: [{events, result, interrupts}], messages}.
 import { HttpAgent } from "@ag-ui/client";
 
@@ -15,7 +17,7 @@ agent.addMessage({ id: "user-1", role: "user", content: given.text });
 async function run(index, extra) {
   const events = [];
   const outcome = await agent.runAgent(
-    { runId: `run-${index}`, forwardedProps: { kind: given.kind }, ...extra },
+    { runId: `run-${index}`, forwardedProps: { kind: given.kind }, tools: given.tools ?? [], ...extra },
     { onEvent: ({ event }) => { events.push(event); } },
   );
   return { events, result: outcome.result ?? null, interrupts: [...agent.pendingInterrupts] };
@@ -30,5 +32,12 @@ if (given.approve !== undefined && open.length) {
     payload: { approve: given.approve, note: "from the AG-UI client" },
   }));
   runs.push(await run(2, { resume }));
+}
+const frontend = new Set((given.tools ?? []).map((tool) => tool.name));
+const asked = runs[0].events.filter((e) => e.type === "TOOL_CALL_START" && frontend.has(e.toolCallName));
+if (given.toolAnswer !== undefined && asked.length) {
+  asked.forEach((call, n) => agent.addMessage(
+    { id: `tool-${n}`, role: "tool", toolCallId: call.toolCallId, content: given.toolAnswer }));
+  runs.push(await run(2, {}));
 }
 process.stdout.write(JSON.stringify({ runs, messages: agent.messages }));

@@ -14,7 +14,13 @@ import pytest
 from ag_ui.core import Event as AguiEvent
 from pydantic import TypeAdapter
 
-from schemas.events import ApprovalAnswered, ModelMessage, ToolFinished, TurnEnded
+from schemas.events import (
+    ApprovalAnswered,
+    ModelMessage,
+    PageCallClaimed,
+    ToolFinished,
+    TurnEnded,
+)
 from services.executor.scripted import script
 from tests.ui.conftest import UiStack
 
@@ -92,4 +98,30 @@ def test_an_approval_is_an_interrupt_the_js_client_resumes(ui_stack: UiStack) ->
     answered = [e.body for e in events if isinstance(e.body, ApprovalAnswered)]
     assert [(a.approve, a.note) for a in answered] == [(True, "from the AG-UI client")]
     assert [e.body.content for e in events if isinstance(e.body, ToolFinished)] == ["42"]
+    assert [e.body.outcome for e in events if isinstance(e.body, TurnEnded)] == ["succeeded"]
+
+
+def test_a_frontend_tool_runs_in_the_client_and_the_turn_goes_on_with_its_result(
+    ui_stack: UiStack,
+) -> None:
+    thread = "acme.agui-frontend"
+    title = {"name": "read_title", "description": "The page's title.",
+             "parameters": {"type": "object", "properties": {}}}  # fmt: skip
+    call = {"calls": [{"name": "read_title", "arguments": {}}]}
+    text = script(call, {"reply": "Title: {results}"})
+    answer = run_node(ui_stack, thread, "pager", text=text, tools=[title], toolAnswer="My page")
+    first, second = answer["runs"]
+    kinds = check(first["events"])
+    assert kinds[-1] == "RUN_FINISHED"
+    assert first["events"][-1].get("outcome") is None, "not an interrupt: the client runs it"
+    started = [e for e in first["events"] if e["type"] == "TOOL_CALL_START"]
+    assert [e["toolCallName"] for e in started] == ["read_title"]
+    assert check(second["events"])[-1] == "RUN_FINISHED"
+    assert second["result"] == "Title: My page"
+    assert text_of(second["events"]) == "Title: My page"
+    with ui_stack.client() as api:
+        events = list(api.events(thread))
+    claimed = [e.body for e in events if isinstance(e.body, PageCallClaimed)]
+    assert [c.page.split("@")[0] for c in claimed] == ["agui"]
+    assert [e.body.content for e in events if isinstance(e.body, ToolFinished)] == ["My page"]
     assert [e.body.outcome for e in events if isinstance(e.body, TurnEnded)] == ["succeeded"]
