@@ -12,7 +12,7 @@ import re
 import msgspec
 
 MAX_LENGTH = 200
-_SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+_SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}\Z")
 
 
 class InvalidAddressError(ValueError):

@@ -87,7 +87,7 @@ class WorkspaceReply(msgspec.Struct, frozen=True):
     """Files the call created or changed, in path order."""
 
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def artifact_name(sha256: str) -> str | None:

@@ -14,7 +14,7 @@ from schemas.spec import KIND_PATTERN
 from schemas.tenant import ApiKey, Scope
 
 PREFIX = "tsk"
-_FORMAT = re.compile(r"^tsk_([a-z0-9]{12})_([A-Za-z0-9_-]{32,64})$")
+_FORMAT = re.compile(r"^tsk_([a-z0-9]{12})_([A-Za-z0-9_-]{32,64})\Z")
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 """The tenant-wide scopes, each allowing what the one before does."""
 PUBLISHABLE: Scope = "publishable"

@@ -30,7 +30,7 @@ from services.evals.graders import (
 TENANT = "evals"
 """Where a file's agents run unless it names another tenant: its specs are published
 there, away from the agents people use."""
-SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+SEGMENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}\Z")
 MAX_CONCURRENCY = 32
 
 

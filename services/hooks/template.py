@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-PATH = re.compile(r"^(?:\.|[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)$")
+PATH = re.compile(r"^(?:\.|[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\Z")
 MOST_PLACEHOLDERS = 50
 TEMPLATE_CHARS = 4000
 VALUE_CHARS = 4000

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-SAFE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+SAFE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
 IN_FLIGHT_WAIT = 30.0
 """Seconds to wait for killed invocations to end, and cleared state to be gone."""
 

@@ -37,7 +37,7 @@ from services.mcp.content import UNSAFE, Kept, content_text
 from services.tools.base import UNKNOWN_OUTCOME, capped
 
 log = logging.getLogger("teaspill.mcp")
-NAME_PART = re.compile(r"^mcp:([a-z0-9][a-z0-9_-]{0,31})/(.+)$")
+NAME_PART = re.compile(r"^mcp:([a-z0-9][a-z0-9_-]{0,31})/(.+)\Z")
 
 
 def server_of(name: str) -> str | None:

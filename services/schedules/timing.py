@@ -22,7 +22,7 @@ MISSED_COUNTED = 10_000
 HORIZON = timedelta(days=3660)
 """How far ahead a schedule may plan: an interval or an instant past it is refused (a
 delay that far is a mistake, and one past the calendar's end cannot be planned)."""
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 
 
 class ScheduleError(ValueError):

@@ -161,7 +161,9 @@ async def test_bad_list_filters_are_422(world: World, query: str, says: str) -> 
     assert says in error_of(response.json())[1]
 
 
-@pytest.mark.parametrize("address", ["acme", "acme.", "ACME.x", "acme.x y", "acme..x", "a" * 201])
+@pytest.mark.parametrize(
+    "address", ["acme", "acme.", "ACME.x", "acme.x y", "acme..x", "a" * 201, "acme.x%0A"]
+)
 @pytest.mark.parametrize("route", ["", "/timeline", "/events"])
 async def test_a_malformed_address_is_a_4xx_sentence(
     world: World, address: str, route: str
@@ -280,3 +282,17 @@ async def test_unknown_routes_and_methods_answer_in_the_error_format(world: Worl
     wrong = await world.client.delete("/v1/specs", headers=world.auth("admin"))
     assert wrong.status_code == 405
     assert "DELETE is not allowed" in error_of(wrong.json())[1]
+
+
+@pytest.mark.parametrize("address", ["acme.newcomer%0A", "acme.alpha%0A"])
+async def test_an_address_with_a_trailing_newline_is_400(world: World, address: str) -> None:
+    """A newline is no character of an address, at the end either: refused before the
+    address reaches a URL of Restate's ingress."""
+    response = await world.client.post(
+        f"/v1/agents/{address}/messages",
+        json={"text": "hi", "kind": "helper"},
+        headers=world.auth("write"),
+    )
+    assert response.status_code == 400, response.text
+    assert "has an invalid part" in error_of(response.json())[1]
+    assert world.ingress.sent == []
