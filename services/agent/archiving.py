@@ -101,6 +101,11 @@ async def archived(ctx: restate.ObjectContext, archives: Archives, address: str)
             f"{address} has {doing}: an agent is archived only while idle.", 409
         )
     keys = sorted(await ctx.state_keys())
+    if not keys and await has_copy(ctx, archives, address):
+        raise restate.TerminalError(
+            f"{address} is archived already: its next message, or unarchive, brings it back.",
+            409,
+        )
     if not keys:
         raise restate.TerminalError(f"{address} holds nothing in Restate to archive.", 404)
     reads = [ctx.get(key, serde=RAW) for key in keys]  # type: ignore[arg-type]

@@ -75,7 +75,7 @@ async def archive_agent(agent: Annotated[Owned, Depends(owned("admin"))], rt: Rt
     """Move an idle agent's state and timeline out of Restate to the archive store; its
     catalog row shows it `archived`. Its next message, or a read of its timeline, brings
     it back with its whole history (the first answer is slower). Refused (409) while a
-    turn is in progress or the agent is paused."""
+    turn is in progress, the agent is paused, or it is archived already."""
     await service.known(rt, agent.address)
     moved = await rt.ingress.archive(agent.address)
     return ArchivedOut(address=moved.address, keys=moved.keys, bytes=moved.bytes)

@@ -129,7 +129,7 @@ def test_a_projection_rebuild_keeps_an_archived_agents_timeline_and_row(
     assert stack.ingress.message(address, "back?").reply == "You said: back?"
 
 
-def test_archiving_an_agent_with_nothing_in_restate_is_refused(
+def test_archiving_an_agent_with_nothing_in_restate_or_archived_already_is_refused(
     stack: LiveStack, address: str
 ) -> None:
     with pytest.raises(IngressError) as refused:
@@ -139,7 +139,8 @@ def test_archiving_an_agent_with_nothing_in_restate_is_refused(
     stack.ingress.call(ARCHIVE, Empty(), address)
     with pytest.raises(IngressError) as twice:
         stack.ingress.call(ARCHIVE, Empty(), address)
-    assert twice.value.status == 404
+    assert twice.value.status == 409, twice.value.message
+    assert f"{address} is archived already" in twice.value.message
     assert stack.ingress.call(UNARCHIVE, Empty(), address).keys > 0
 
 
