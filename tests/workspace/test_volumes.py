@@ -19,6 +19,7 @@ import pytest
 from schemas.chat import ToolCall
 from schemas.sandbox import WorkspaceSettings
 from schemas.workspace import WorkspaceCall
+from services.workspace.lifecycle import copy_workspace
 from services.workspace.tools import WorkspaceHost
 from services.workspace.volumes import (
     SUBVOLUME_INODE,
@@ -138,6 +139,22 @@ def test_copies_work_where_a_reflink_is_refused(image: WorkspaceHost) -> None:
     )
     assert "same" in said
     assert "no-reflink" in said
+
+
+def test_a_forks_copy_is_a_subvolume_of_its_own_held_to_its_quota(image: WorkspaceHost) -> None:
+    """The copy is made in a subvolume limited to the fork's quota, then renamed into
+    place: a source past that quota fails the copy and leaves nothing behind."""
+    run(image, "head -c 3000000 /dev/zero > big; echo notes > notes.txt", quota_mb=8)
+    tenant = image.home / "workspaces/acme"
+
+    assert copy_workspace(image.home, "acme.box", "acme.fork", 8 * 2**20, image.volumes) == 2
+
+    fork = tenant / "acme.fork"
+    assert fork.stat().st_ino == SUBVOLUME_INODE
+    assert (fork / "notes.txt").read_text() == "notes\n"
+    with pytest.raises(OSError, match="quota"):
+        copy_workspace(image.home, "acme.box", "acme.small", 2**20, image.volumes)
+    assert sorted(p.name for p in tenant.iterdir()) == ["acme.box", "acme.fork"]
 
 
 def test_a_lent_workspace_is_read_only_to_the_child(image: WorkspaceHost) -> None:
