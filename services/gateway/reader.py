@@ -17,6 +17,7 @@ waits behind a read.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 import time
@@ -33,6 +34,7 @@ from services.projection.store import ProjectionStore
 from services.projection.stores import ReadSide, is_postgres, open_store
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.5
 """How often a read checks whether the file was replaced (a rebuild)."""
 
@@ -81,7 +83,7 @@ class ProjectionReader:
             except (sqlite3.Error, psycopg.Error, ValueError) as error:
                 # ValueError: aiosqlite's answer when its connection was closed under it.
                 await current.store.close()
-                raise ProjectionUnavailableError(str(error)) from error
+                raise _unavailable(error) from error
             except BaseException:
                 await self._give(current)
                 raise
@@ -129,12 +131,23 @@ async def _connect(path: Path) -> _Open:
 
 async def _connect_shared(url: str) -> _Open:
     if not is_postgres(url):
-        raise ProjectionUnavailableError(f"{url!r} is not a PostgreSQL URL")
+        raise ProjectionUnavailableError("TEASPILL_PROJECTION_URL is not a PostgreSQL URL")
     try:
         store = await open_store(url, Path(), readonly=True)
     except psycopg.Error as error:
-        raise ProjectionUnavailableError(str(error).strip()) from error
+        raise _unavailable(error) from error
     return _Open(store, _SHARED)
+
+
+def _unavailable(error: Exception) -> ProjectionUnavailableError:
+    """A 503 that names what failed; PostgreSQL's own message (its host, user and
+    database) goes to the log, not to the caller."""
+    if not isinstance(error, psycopg.Error):
+        return ProjectionUnavailableError(str(error))
+    log.warning("the PostgreSQL projection cannot be read: %s", str(error).strip())
+    if isinstance(error, psycopg.errors.UndefinedTable):
+        return ProjectionUnavailableError("its tables are not made yet")
+    return ProjectionUnavailableError(f"PostgreSQL answered {type(error).__name__}")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

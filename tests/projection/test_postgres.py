@@ -21,7 +21,7 @@ from services.projection.searching import search_documents, search_memories
 from services.projection.store import ProjectionStore
 from services.projection.stores import CHANNEL, open_store
 from services.settings import ConfigError, load_settings
-from tests.fixtures.postgres import Cluster, cluster
+from tests.fixtures.postgres import SUPERUSER, Cluster, cluster
 from tests.projection.test_store import EVENTS, T0, timeline
 
 
@@ -113,8 +113,13 @@ def test_after_the_server_restarts_the_writer_and_the_readers_connect_again(
                 with pytest.raises(psycopg.OperationalError):
                     await projection.record(events=later)
                 await projection.record(events=later)
-                with pytest.raises(ProjectionUnavailableError):
+                with pytest.raises(ProjectionUnavailableError) as cut:
                     await reader.read(lambda store: store.agent("acme.a"))
+                # What failed, and nothing of the server's own message (host, user).
+                said = cut.value.message
+                assert said.startswith("the projection cannot be read right now (PostgreSQL")
+                assert SUPERUSER not in said
+                assert str(server.folder) not in said
                 events = await reader.read(lambda store: store.timeline("acme.a"))
                 return [event.seq for event in events]
             finally:
@@ -123,3 +128,23 @@ def test_after_the_server_restarts_the_writer_and_the_readers_connect_again(
 
         assert asyncio.run(run()) == [1, 2, 3, 4, 5, 6]
     assert not (tmp_path / "unused.db").exists()
+
+
+def test_a_gateway_that_cannot_connect_says_so_without_the_servers_words(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    """libpq's message names the server's socket or host, and the user: the log has it."""
+
+    async def run() -> str:
+        reader = ProjectionReader(tmp_path / "unused.db", url=postgres.url("no_such_database"))
+        try:
+            with pytest.raises(ProjectionUnavailableError) as refused:
+                await reader.read(lambda store: store.agent("acme.a"))
+        finally:
+            await reader.close()
+        return refused.value.message
+
+    said = asyncio.run(run())
+    assert said == (
+        "the projection cannot be read right now (PostgreSQL answered OperationalError); retry soon"
+    )
