@@ -1,18 +1,33 @@
 """A whole stack on the PostgreSQL projection (`TEASPILL_PROJECTION_URL`): the control
-plane writes it, the gateway process reads it, and no SQLite file is made in the home."""
+plane writes it, the gateway process reads it, and no SQLite file is made in the home; a
+second gateway with a home of its own, which no projector notifies, follows a turn through
+the database's notices."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from schemas.events import Event
 from services.contracts import REBUILD, REBUILD_KEY, Empty
 from services.projection.postgres import PostgresStore
+from services.stack import Gateway
+from services.stack.process import free_port
 from tests.fixtures.postgres import Cluster
-from tests.gateway.test_stack import CALCULATE, SHAPE, GatewayStack, _tag, gateway_stack
+from tests.gateway.test_stack import (
+    CALCULATE,
+    SHAPE,
+    SLOW,
+    GatewayStack,
+    Sse,
+    _tag,
+    ended,
+    gateway_stack,
+    recorded,
+)
 
 pytestmark = pytest.mark.durable
 
@@ -62,3 +77,34 @@ def test_turns_memories_and_a_rebuild_go_through_postgresql(
     metrics = gw.http.get("/v1/agents/acme.shared", headers=gw.auth)
     assert metrics.status_code == 200, metrics.text
     assert metrics.json()["status"] == "idle"
+
+
+@pytest.mark.timeout(120)  # without the notices, the follower would wait ten minutes
+def test_a_gateway_elsewhere_follows_a_turn_by_the_databases_notices(
+    shared: tuple[GatewayStack, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Its home is not the control plane's, the projector tells only the first gateway,
+    and its fallback poll is ten minutes: what reaches its follower after the replay came
+    by PostgreSQL's NOTIFY."""
+    gw, _ = shared
+    home = tmp_path_factory.mktemp("gateway-elsewhere")
+    elsewhere = Gateway(gw.settings.model_copy(update={"home": home, "gateway_port": free_port()}))
+    address = "acme.elsewhere"
+    gw.send(address, SLOW)
+    before = gw.wait_for(address, "tool_finished")
+    elsewhere.start()
+    try:
+        with (
+            httpx.Client(base_url=elsewhere.url, timeout=30) as http,
+            http.stream(
+                "GET", f"/v1/agents/{address}/events?after={len(before)}", headers=gw.auth
+            ) as response,
+        ):
+            assert response.status_code == 200
+            frames = recorded(Sse(response).until(ended))
+    finally:
+        elsewhere.stop()
+    events = gw.timeline(address)
+    assert [_tag(e) for e in events] == [*SHAPE, "turn_ended"]
+    assert [int(f.id or 0) for f in frames] == [e.seq for e in events[len(before) :]]
+    assert not (home / "projection.db").exists()
