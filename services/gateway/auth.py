@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from schemas.address import InvalidAddressError, parse_address
 from schemas.tenant import Scope as KeyScope
 from services.gateway import publishable
-from services.gateway.errors import ApiError, other_tenant, send_error, unknown_agent
+from services.gateway.errors import ApiError, has_body, other_tenant, send_error, unknown_agent
 from services.gateway.keycache import Held, KeyCache
 from services.gateway.rates import RateLimiter
 from services.keys import PUBLISHABLE, allows, hash_key, well_formed
@@ -123,7 +123,7 @@ class AuthMiddleware:
         except ApiError as error:
             if origin is not None and await self.keys.listed(origin):
                 send = publishable.with_cors(send, origin)
-            await send_error(send, error)
+            await send_error(send, error, unread_body=has_body(headers))
             return
         await self.app({**scope, PRINCIPAL: principal}, receive, send)
 

@@ -38,10 +38,21 @@ def error_response(error: ApiError) -> JSONResponse:
     )
 
 
-async def send_error(send: Send, error: ApiError) -> None:
-    """Answer from ASGI middleware, outside FastAPI's exception handling."""
+async def send_error(send: Send, error: ApiError, *, unread_body: bool = False) -> None:
+    """Answer from ASGI middleware, outside FastAPI's exception handling. `unread_body`:
+    the request's body was not read (all of it), so the answer closes the connection: a
+    client that sent its next request on it would have it read after a body the server
+    never took, and see the connection drop."""
     response = error_response(error)
+    if unread_body:
+        response.headers["connection"] = "close"
     await response({"type": "http"}, _no_receive, send)
+
+
+def has_body(headers: Mapping[str, str]) -> bool:
+    """Whether the request sends a body (a length above 0, or chunks)."""
+    length = headers.get("content-length")
+    return "transfer-encoding" in headers or (length is not None and length.strip() != "0")
 
 
 async def _no_receive() -> dict[str, Any]:

@@ -38,18 +38,19 @@ class BodyLimitMiddleware:
             return
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and not declared.isdigit():
-            await send_error(send, ApiError(400, "Content-Length must be a number of bytes"))
+            error = ApiError(400, "Content-Length must be a number of bytes")
+            await send_error(send, error, unread_body=True)
             return
         if declared is not None and int(declared) > self.limit:
-            await send_error(send, too_large(self.limit))
+            await send_error(send, too_large(self.limit), unread_body=True)
             return
         try:
             body = await asyncio.wait_for(self._read(receive), self.timeout)
         except TimeoutError:
-            await send_error(send, too_slow(self.timeout))
+            await send_error(send, too_slow(self.timeout), unread_body=True)
             return
         if body is None:
-            await send_error(send, too_large(self.limit))
+            await send_error(send, too_large(self.limit), unread_body=True)
             return
         await self.app(scope, _replay(body, receive), send)
 

@@ -163,3 +163,20 @@ async def test_a_new_publishable_keys_origin_is_answered_at_once(tmp_path: Path)
         again = await world.client.options("/v1/me", headers={"Origin": OLD, **ask})
         assert again.status_code == 403
         assert "access-control-allow-origin" not in again.headers
+
+
+async def test_a_refusal_before_the_body_is_read_closes_the_connection(world: World) -> None:
+    """A client must not send its next request on a connection whose last body the
+    gateway never read; an answer that left none unread keeps it open."""
+    path = "/v1/agents/acme.alpha/messages"
+    refused = await world.client.post(path, json={"text": "hi"}, headers=world.auth("revoked"))
+    assert refused.status_code == 401
+    assert refused.headers.get("connection") == "close"
+    bodiless = await world.client.get("/v1/agents", headers=world.auth("revoked"))
+    assert bodiless.status_code == 401
+    assert "connection" not in bodiless.headers
+    too_big = await world.client.post(
+        path, content=b"x" * (world.settings.max_body_bytes + 1), headers=world.auth("write")
+    )
+    assert too_big.status_code == 413
+    assert too_big.headers.get("connection") == "close"
