@@ -37,6 +37,8 @@ SPECS: list[dict[str, Any]] = [
      "tools": {"ask_user": "allow"}},
     {"kind": "pager", "instructions": "Follow the script.", "model": "script",
      "tools": {"page:read_title": "allow"}},
+    {"kind": "reader", "instructions": "Follow the script.", "model": "script",
+     "tools": ["search_memory", "search_docs"]},
 ]  # fmt: skip
 
 

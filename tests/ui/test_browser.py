@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, 
 from schemas.events import ContextFolded, Event, ModelMessage, ToolFinished, TurnEnded
 from services.client import until_turn_ends
 from services.executor.scripted import script
+from tests.durable.conftest import eventually
 from tests.ui.conftest import CHROMIUM, SCREENSHOTS, UiStack
 
 pytestmark = pytest.mark.durable
@@ -407,6 +408,30 @@ def test_a_tool_that_runs_in_the_page_is_shown_waiting_for_the_page_without_butt
     for name in ("Approve", "Deny", "Answer", "Decline"):
         expect(watched.page.get_by_role("button", name=name)).to_have_count(0)
     watched.shot("page-call")
+    assert watched.errors == []
+
+
+def test_a_turn_shows_the_memories_it_was_shown_and_the_documents_it_found(
+    ui_stack: UiStack, watched: Watched
+) -> None:
+    address = fresh("reader")
+    auth = {"Authorization": f"Bearer {ui_stack.keys['admin']}"}
+    with httpx.Client(base_url=ui_stack.url, timeout=30) as http:
+        kept = http.post("/v1/memory", json={"text": "The office manager is Ann."}, headers=auth)
+        assert kept.status_code == 201, kept.text
+        memory = kept.json()["id"]
+    with ui_stack.client() as api:
+        document = api.upload_document("Opening hours", "The office opens at nine on weekdays.")
+        api.release_document(document.id)
+        eventually(lambda: api.search_documents("office opens") or None, 30, "the release")
+        call = {"calls": [{"name": "search_docs", "arguments": {"query": "office opens"}}]}
+        api.send(address, script(call, {"reply": "It opens at nine."}), kind="reader")
+    sign_in(watched, ui_stack)
+    open_agent(watched, ui_stack, address)
+    expect(row(watched, "ended succeeded")).to_be_visible()
+    expect(row(watched, "shown a memory").first).to_contain_text(memory)
+    expect(row(watched, "search_docs → ok")).to_contain_text("“Opening hours” §")
+    watched.shot("memories-and-documents")
     assert watched.errors == []
 
 

@@ -60,13 +60,17 @@ const BODIES = {
   model_message: (e, b) => h("div", {}, kind(b.model),
     b.text ? h("span", { class: "text" }, b.text) : null,
     (b.tool_calls || []).map((c) => h("div", {}, kind("asks for"), `${c.name}(${oneLine(JSON.stringify(c.arguments || {}), 60)})`)),
+    (b.memories || []).length
+      ? h("div", { class: "usage" }, `shown ${b.memories.length === 1 ? "a memory" : `${b.memories.length} memories`}: ${b.memories.join(", ")}`)
+      : null,
     h("div", { class: "usage" }, usage(b.usage))),
   tool_called: (e, b) => collapsible(
     [kind("tool call"), `${b.name}(${oneLine(JSON.stringify(b.arguments || {}), 60)})`],
     JSON.stringify(b.arguments || {}, null, 2)),
   tool_finished: (e, b) => collapsible(
     [kind("tool result"), h("span", { class: b.status === "ok" ? "good" : "bad" },
-      `${b.name} → ${b.status === "error" ? "refused or failed" : b.status}`), `: ${oneLine(b.content, 70)}`],
+      `${b.name} → ${b.status === "error" ? "refused or failed" : b.status}`),
+      `: ${b.name === "search_docs" && b.status === "ok" ? citations(b.content) : oneLine(b.content, 70)}`],
     cut(b.content)),
   child_spawned: (e, b) => h("div", {}, kind(b.stage || "spawned"), h("a", { href: agentHref(b.child) }, b.child),
     b.kind ? h("span", { class: "usage" }, ` runs ${b.kind}`) : null, `: ${oneLine(b.task)}`),
@@ -99,6 +103,22 @@ const BODIES = {
   artifact_written: (e, b) => h("div", {}, kind("wrote"), h("span", { class: "text" }, b.path),
     h("span", { class: "usage" }, ` ${b.size} bytes · sha256 ${b.sha256.slice(0, 12)}…`)),
 };
+
+// The documents a search_docs result gave the model, each with the passages it quoted,
+// from the tool's own JSON; anything else is shown as it came.
+function citations(content) {
+  let passages;
+  try {
+    passages = JSON.parse(content).passages;
+  } catch {
+    return oneLine(content, 70);
+  }
+  if (!Array.isArray(passages)) return oneLine(content, 70);
+  if (!passages.length) return "no passage found";
+  const cited = new Map();
+  for (const p of passages) cited.set(p.title, [...(cited.get(p.title) || []), `§${p.passage}`]);
+  return [...cited].map(([title, at]) => `“${title}” ${at.join(" ")}`).join("; ");
+}
 
 function turnsCovered(b) {
   return b.first_turn === b.last_turn ? `turn ${b.first_turn} summarised`
