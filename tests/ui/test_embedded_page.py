@@ -19,6 +19,7 @@ import jwt
 import pytest
 from playwright.sync_api import Browser, expect
 
+from services.endusers import conversation_address
 from tests.durable.conftest import eventually
 from tests.gateway.test_stack import CALCULATE
 from tests.ui.conftest import UiStack
@@ -91,6 +92,12 @@ main().catch((error) => show(`failed: ${error.message}`));
 """
 
 
+def signed(user: str, key_id: str) -> str:
+    """What the product's backend signs for its signed-in user, for the key `key_id`."""
+    claims = {"sub": user, "aud": key_id, "exp": int(time.time()) + 600}  # noqa: TID251
+    return jwt.encode(claims, SECRET, algorithm="HS256")
+
+
 @dataclass
 class Site:
     """The product's own site: one page, on 127.0.0.1 (the origin its key lists) and on
@@ -98,6 +105,8 @@ class Site:
 
     port: int
     key_id: str
+    key: str
+    token: str
 
     @property
     def allowed(self) -> str:
@@ -147,11 +156,7 @@ def site(ui_stack: UiStack) -> Iterator[Site]:
         )
         assert made.status_code == 201, made.text
         key, key_id = made.json()["key"], made.json()["info"]["id"]
-        user = jwt.encode(
-            {"sub": "shopper-7", "aud": key_id, "exp": int(time.time()) + 600},  # noqa: TID251
-            SECRET,
-            algorithm="HS256",
-        )
+        user = signed("shopper-7", key_id)
         page = {"Authorization": f"Bearer {key}", "Teaspill-User": user}
         eventually(
             lambda: (
@@ -169,7 +174,7 @@ def site(ui_stack: UiStack) -> Iterator[Site]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Site(port, key_id)
+        yield Site(port, key_id, key, user)
     finally:
         server.shutdown()
         server.server_close()
@@ -206,3 +211,53 @@ def test_the_same_page_on_another_origin_is_refused_by_cors(
     refused = httpx.options(f"{ui_stack.url}/v1/me", headers=ask, timeout=30)
     assert refused.status_code == 403
     assert "access-control-allow-origin" not in refused.headers
+
+
+ASK = """async ([gateway, key, token, routes]) => {
+  const answers = [];
+  for (const [method, path, body] of routes) {
+    const answer = await fetch(gateway + path, {
+      method,
+      headers: { Authorization: `Bearer ${key}`, "Teaspill-User": token,
+                 "Content-Type": "application/json" },
+      body: body === null ? undefined : JSON.stringify(body),
+    });
+    answers.push([answer.status, (await answer.json()).error?.message ?? ""]);
+  }
+  return answers;
+}"""
+
+
+def test_from_its_page_the_key_cannot_list_publish_read_another_user_or_make_keys(
+    browser: Browser, site: Site, ui_stack: UiStack
+) -> None:
+    """The page's own requests, made in the browser with its key and its user's token."""
+    theirs = conversation_address("acme", "script", "shopper-8")
+    with httpx.Client(base_url=ui_stack.url, timeout=30) as http:
+        page_of_v = {"Authorization": f"Bearer {site.key}", "Origin": site.allowed,
+                     "Teaspill-User": signed("shopper-8", site.key_id)}  # fmt: skip
+        sent = http.post(f"/v1/agents/{theirs}/messages", json={"text": "hi"}, headers=page_of_v)
+        assert sent.status_code == 202, sent.text
+        eventually(
+            lambda: http.get(f"/v1/agents/{theirs}", headers=page_of_v).status_code == 200 or None,
+            60,
+            "V's conversation to exist",
+        )
+    routes = [
+        ("GET", "/v1/agents", None),
+        ("POST", "/v1/specs", {"kind": "x", "instructions": "x", "model": "script"}),
+        ("GET", f"/v1/agents/{theirs}/timeline", None),
+        ("POST", "/v1/keys", {"scope": "admin"}),
+    ]
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT)
+        page.goto(f"{site.allowed}/")
+        answers = page.evaluate(ASK, [ui_stack.url, site.key, site.token, routes])
+    finally:
+        context.close()
+    statuses = [status for status, _ in answers]
+    assert statuses == [403, 403, 404, 403], answers
+    assert answers[0][1].startswith("a publishable key cannot call GET /v1/agents")
+    assert answers[2][1].startswith(f"there is no agent {theirs}")
