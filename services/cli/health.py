@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 
+from services.cli import home
 from services.settings import Settings
+from services.stack.cluster import Layout
 from services.stack.gateway import local_url
 from services.stack.process import answers
 
@@ -24,7 +26,11 @@ Line = tuple[str, str, str]
 
 
 def status(settings: Settings) -> int:
-    lines = [*_core(settings), *_deployments(settings), _gateway(settings)]
+    layout = home.read(settings).get("cluster")
+    if isinstance(layout, dict):
+        lines = _cluster(settings, Layout.from_json(layout))
+    else:
+        lines = [*_core(settings), *_deployments(settings), _gateway(settings)]
     for name, state, where in lines:
         print(f"{name:15} {state:5} {where}")
     return 0 if all(state.startswith("up") for _, state, _ in lines) else 1
@@ -39,14 +45,39 @@ def _core(settings: Settings) -> list[Line]:
     ]
 
 
-def _gateway(settings: Settings) -> Line:
+def _cluster(settings: Settings, layout: Layout) -> list[Line]:
+    """The cluster layout (`teaspill up --cluster`): each node's admin API and ingress,
+    the proxy's three frontends, each endpoint replica, the deployments Restate routes to
+    (through the proxy), each gateway."""
+    lines: list[Line] = []
+    for node in layout.nodes:
+        admin, ingress = f"{node.admin_url}/health", f"{node.ingress_url}/restate/health"
+        lines.append((f"restate {node.name}", _up(answers(admin)), admin))
+        lines.append((f"ingress {node.name}", _up(answers(ingress)), ingress))
+    for name, url in (
+        ("proxy ingress", f"{settings.ingress_url}/restate/health"),
+        ("proxy admin", f"{settings.admin_url}/health"),
+        ("proxy endpoint", f"{settings.endpoint_url}/health"),
+    ):
+        lines.append((name, _up(answers(url)), url))
+    for i, port in enumerate(layout.endpoints):
+        url = f"http://127.0.0.1:{port}/health"
+        lines.append((f"endpoint e{i + 1}", _up(answers(url)), url))
+    lines += _deployments(settings)
+    for i, port in enumerate(layout.gateways):
+        gateway = settings.model_copy(update={"gateway_port": port})
+        lines.append(_gateway(gateway, f"gateway g{i + 1}"))
+    return lines
+
+
+def _gateway(settings: Settings, name: str = "gateway") -> Line:
     url = f"{local_url(settings)}/v1/health"
     if answers(url):
-        return ("gateway", "up", url)
+        return (name, "up", url)
     # The gateway answers 503 until the projection has its first event: it is up.
     if answers(url, httpx.codes.SERVICE_UNAVAILABLE):
-        return ("gateway", "up (no agent has run yet)", url)
-    return ("gateway", "down", url)
+        return (name, "up (no agent has run yet)", url)
+    return (name, "down", url)
 
 
 def _deployments(settings: Settings) -> Iterator[Line]:

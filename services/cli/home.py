@@ -60,9 +60,16 @@ def write_private(path: Path, text: str, *, append: bool = False) -> None:
         out.write(text)
 
 
-def write(settings: Settings, started: dict[str, int | None]) -> None:
+def write(
+    settings: Settings, started: dict[str, int | None], *, cluster: dict[str, Any] | None = None
+) -> None:
+    """The record; `cluster`: the cluster layout's ports (`Layout.to_json`), when that is
+    what runs."""
     listen = {name: getattr(settings, name) for name in LISTEN}
-    write_private(run_file(settings), json.dumps({"pids": started, "listen": listen}))
+    record: dict[str, Any] = {"pids": started, "listen": listen}
+    if cluster is not None:
+        record["cluster"] = cluster
+    write_private(run_file(settings), json.dumps(record))
 
 
 def located(settings: Settings) -> Settings:

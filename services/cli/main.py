@@ -43,6 +43,12 @@ def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     up.add_argument("--agent", default=EXAMPLE_AGENT, help="address of the agent to chat with")
     up.add_argument("--detach", action="store_true", help="leave the stack running and return")
     up.add_argument("--no-chat", action="store_true", help="serve until Ctrl-C, without a chat")
+    up.add_argument(
+        "--cluster",
+        action="store_true",
+        help="start the cluster layout on this machine: three Restate nodes, two endpoint "
+        "replicas and two gateways behind HAProxy (docs/operations.md)",
+    )
     verbs.add_parser("down", help="stop a stack started with `up --detach`")
     verbs.add_parser("status", help="say which parts of the stack answer")
     verbs.add_parser(

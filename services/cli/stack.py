@@ -16,6 +16,7 @@ from services.cli.gateway import Doors
 from services.config import check
 from services.settings import Settings
 from services.stack import Stack, StackError
+from services.stack.cluster import Cluster, Layout, find_haproxy
 from services.stack.gateway import local_url
 from services.workspace.volumes import release
 
@@ -23,18 +24,26 @@ LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
 run_file = home.run_file
 
 
-def start(settings: Settings) -> Stack:
-    """Check the configuration, then start every part, saying what it does; a live token
-    is made up for this stack unless one is set, so the execution plane can push live text
-    to the gateway."""
+def start(settings: Settings, *, cluster: bool = False) -> Stack | Cluster:
+    """Check the configuration, then start every part (of the cluster layout, with
+    `cluster`), saying what it does; a live token is made up for this stack unless one is
+    set, so the execution plane can push live text to the gateway."""
     # The parts (`python -m hypercorn`) import plugin modules from the directory they
     # start in, which is this one: check from there too.
     here = str(Path.cwd())
     if here not in sys.path:
         sys.path.insert(0, here)
     check(settings)
+    if cluster:
+        find_haproxy()  # before anything starts: a sentence, and nothing left running
     token = settings.live_token or _made_up_token(settings)
-    stack = Stack(settings, env={"TEASPILL_LIVE_TOKEN": token}).up(print)
+    env = {"TEASPILL_LIVE_TOKEN": token}
+    if cluster:
+        layout = Layout.derived(settings)
+        started = Cluster(settings, layout, env=env).up(print)
+        home.write(settings, started.pids(), cluster=layout.to_json())
+        return started
+    stack = Stack(settings, env=env).up(print)
     _record(settings, stack)
     return stack
 
@@ -56,7 +65,7 @@ def up(settings: Settings, spec: AgentSpec | None, args: argparse.Namespace) -> 
     leave it running. A stack this home already runs is used as it is."""
     if (pids := recorded(settings)) is not None:
         return _already_up(settings, spec, args, pids)
-    running = start(settings)
+    running = start(settings, cluster=getattr(args, "cluster", False))
     if args.detach:
         print(
             f"The stack is up, its gateway at {local_url(settings)}; `teaspill send "
@@ -134,10 +143,11 @@ def down(settings: Settings) -> int:
             f"No stack of {settings.home} is running (`teaspill up --detach` records one in "
             f"{path}); nothing to stop."
         )
+    # The record lists the parts in the order they are stopped (`Stack.down`,
+    # `Cluster.parts`).
     pids = home.pids(home.read(settings))
-    for name in ("gateway", "restate", "endpoint"):
-        pid = pids.get(name)
-        if pid is not None and _signal_group(pid, signal.SIGTERM):
+    for name, pid in pids.items():
+        if _signal_group(pid, signal.SIGTERM):
             print(f"Stopping {name} (pid {pid})")
             _wait_gone(pid)
     release(settings.home)

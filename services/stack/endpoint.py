@@ -62,9 +62,14 @@ class Endpoint(Part):
     name = "the endpoint"
 
     def __init__(
-        self, settings: Settings, app: str = DEFAULT_APP, env: Mapping[str, str] | None = None
+        self,
+        settings: Settings,
+        app: str = DEFAULT_APP,
+        env: Mapping[str, str] | None = None,
+        *,
+        log_name: str = "endpoint",
     ) -> None:
-        super().__init__(settings, "endpoint")
+        super().__init__(settings, log_name)
         self.app = app
         self.extra_env = dict(env or {})
 

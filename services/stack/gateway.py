@@ -32,9 +32,14 @@ class Gateway(Part):
     name = "the gateway"
 
     def __init__(
-        self, settings: Settings, app: str = GATEWAY_APP, env: Mapping[str, str] | None = None
+        self,
+        settings: Settings,
+        app: str = GATEWAY_APP,
+        env: Mapping[str, str] | None = None,
+        *,
+        log_name: str = "gateway",
     ) -> None:
-        super().__init__(settings, "gateway")
+        super().__init__(settings, log_name)
         self.app = app
         self.extra_env = dict(env or {})
         self.url = local_url(settings)

@@ -291,6 +291,12 @@ class Part(ABC):
 
     def start(self, timeout: float = 60.0) -> None:
         """Start the process and return once it is ready; a sentence if it is not."""
+        self.spawn()
+        self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it: parts that need each other to get
+        ready (the nodes of a cluster) are spawned together, then waited for."""
         private_home(self.settings.home)
         for role, (port, setting) in self.ports().items():
             if port_in_use(port):
@@ -301,6 +307,11 @@ class Part(ABC):
         title = self.name[0].upper() + self.name[1:]
         self._process = ManagedProcess(title, self.argv(), self.env(), self.log_path)
         self._process.spawn()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Return once the spawned process is ready; killed, and a sentence, if it is not."""
+        if self._process is None:
+            raise StackError(f"{self.name} was not started.")
         try:
             self._process.wait_until(self.ready, timeout, "get ready")
         except StackError:

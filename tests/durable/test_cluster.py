@@ -1,0 +1,214 @@
+"""The cluster layout on one machine: three Restate nodes, two endpoint replicas behind
+HAProxy. Turns run through every node's ingress, and survive SIGKILL of a node and of an
+endpoint replica mid-tool without a side effect twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from schemas.wake import Message
+from services.executor.scripted import script
+from services.ingress import Ingress
+from services.stack import isolated_settings, settings_env
+from services.stack.cluster import Cluster, Layout
+from tests.durable.conftest import LiveStack, eventually, stack_settings
+from tests.durable.test_crash import SPEC, assert_turn_survived, ledger_calls, lines_for, read
+from tests.fixtures.tools import ledger_path, started_by_path, started_path
+
+pytestmark = pytest.mark.durable
+
+SLOW = 12.0
+"""How long each agent's middle call sleeps: long enough for every agent to be inside it
+when the kills land."""
+AGENTS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    settings = stack_settings(tmp_path_factory.mktemp("cluster"))
+    with Cluster(settings, Layout.free(settings), gateways=False) as running:
+        yield running
+
+
+@pytest.fixture
+def live(cluster: Cluster) -> Iterator[LiveStack]:
+    """The cluster as the durable helpers read it: through the proxy's ingress; every
+    part running again first (a test before may have killed some)."""
+    for part in [*cluster.nodes, *cluster.endpoints]:
+        if not part.running:
+            part.start()
+    with closing(Ingress(cluster.settings.ingress_url)) as ingress:
+        yield LiveStack(cluster.settings, cluster.nodes[0], cluster.endpoints[0], ingress)
+
+
+def test_turns_complete_through_every_nodes_ingress(
+    cluster: Cluster, live: LiveStack, address: str
+) -> None:
+    for node in cluster.layout.nodes:
+        with closing(Ingress(node.ingress_url)) as ingress:
+            ingress.send_wake(
+                f"{address}-{node.name}", Message(ledger_calls(("once", 0)), spec=SPEC)
+            )
+    for node in cluster.layout.nodes:
+        each = f"{address}-{node.name}"
+        assert live.wait_for_turn_end(each, 1).outcome == "succeeded"
+        events = live.events(each)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert lines_for(read(ledger_path(live.home)), each) == ["once"]
+
+
+def kill_mid_call(cluster: Cluster, live: LiveStack, address: str, node: int) -> float:
+    """Every agent inside its slow call (sent through each node's ingress in turn), then
+    SIGKILL of `node` and of the endpoint replica running most of those calls; every turn
+    must end with each call run at most once. Returns the seconds from the kills to a new
+    turn's end through the proxy."""
+    addresses = [f"{address}-{n}" for n in range(AGENTS)]
+    text = ledger_calls(("before", 0), ("during", SLOW), ("after", 0))
+    for n, each in enumerate(addresses):
+        ingress_url = cluster.layout.nodes[n % len(cluster.layout.nodes)].ingress_url
+        with closing(Ingress(ingress_url)) as ingress:
+            ingress.send_wake(each, Message(text, spec=SPEC))
+
+    def all_inside() -> bool | None:
+        started = read(started_path(live.home))
+        return all("during" in lines_for(started, each) for each in addresses) or None
+
+    eventually(all_inside, 120, "every agent's slow call to start")
+    groups = {each: os.getpgid(pid) for each, pid in slow_call_pids(live.home, addresses).items()}
+    # The replica that runs most of the slow calls (HAProxy may have put them all on one).
+    killed_group = Counter(groups.values()).most_common(1)[0][0]
+    replica = next(e for e in cluster.endpoints if e.pid == killed_group)
+    cluster.nodes[node].kill()
+    replica.kill()
+    killed = time.monotonic()
+    in_flight = {
+        each for each in addresses if "during" not in lines_for(read(ledger_path(live.home)), each)
+    }
+    probe = f"{address}-probe"
+    live.ingress.send_wake(probe, Message(script({"reply": "here"}), spec=SPEC))
+    live.wait_for_turn_end(probe, 1)
+    failover = time.monotonic() - killed
+
+    for each in addresses:
+        assert_turn_survived(live, each, interrupted=each in in_flight)
+    cut = {each for each, group in groups.items() if group == killed_group}
+    assert cut, "the killed replica was running some of the slow calls"
+
+    def survivors_done() -> bool | None:
+        ledger = read(ledger_path(live.home))
+        return all("during" in lines_for(ledger, each) for each in set(addresses) - cut) or None
+
+    eventually(survivors_done, 2 * SLOW + 30, "the calls on the live replica to finish")
+    ledger = read(ledger_path(live.home))
+    assert not [each for each in cut if "during" in lines_for(ledger, each)], "killed mid-call"
+    for path in (started_path, ledger_path):
+        lines = read(path(live.home))
+        for each in addresses:
+            counts = Counter(lines_for(lines, each))
+            assert counts["before"] == counts["after"] == 1, f"{each} ({path(live.home).name})"
+            assert counts["during"] <= 1, f"{each}'s slow call ran twice ({path(live.home).name})"
+    return failover
+
+
+def slow_call_pids(home: Path, addresses: list[str]) -> dict[str, int]:
+    """The process running each agent's slow call."""
+    found: dict[str, int] = {}
+    for line in read(started_by_path(home)):
+        key, entry, pid = line.split("\t")
+        agent = key.split("/t")[0]
+        if entry == "during" and agent in addresses:
+            found[agent] = int(pid)
+    return found
+
+
+def test_sigkill_of_a_node_and_an_endpoint_mid_call_loses_and_repeats_nothing(
+    cluster: Cluster, live: LiveStack, address: str, record_property: Callable[[str, object], None]
+) -> None:
+    failover = kill_mid_call(cluster, live, address, node=1)
+    record_property("new turn ended after SIGKILL of n2 and a replica (s)", round(failover, 1))
+
+
+def test_sigkill_of_the_provisioning_node_and_an_endpoint_mid_call(
+    cluster: Cluster, live: LiveStack, address: str, record_property: Callable[[str, object], None]
+) -> None:
+    failover = kill_mid_call(cluster, live, address, node=0)
+    record_property("new turn ended after SIGKILL of n1 and a replica (s)", round(failover, 1))
+
+
+def teaspill(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_cluster_status_down(tmp_path: Path) -> None:
+    env = {**os.environ, **settings_env(isolated_settings(tmp_path / "home"))}
+    missing = teaspill(
+        {**env, "TEASPILL_HAPROXY": str(tmp_path / "no-haproxy")}, "up", "--cluster", "--detach"
+    )
+    assert missing.returncode == 1
+    assert "haproxy is not installed" in missing.stderr
+    assert not (tmp_path / "home" / "stack.json").exists(), "nothing was started"
+
+    up = teaspill(env, "up", "--cluster", "--detach")
+    assert up.returncode == 0, up.stderr
+    pids = json.loads((tmp_path / "home" / "stack.json").read_text())["pids"]
+    try:
+        assert set(pids) == {
+            "gateway-g1",
+            "gateway-g2",
+            "restate-n1",
+            "restate-n2",
+            "restate-n3",
+            "haproxy",
+            "endpoint-e1",
+            "endpoint-e2",
+        }
+        status = teaspill(env, "status")
+        assert status.returncode == 0, status.stdout
+        shown = [line.split()[0:2] for line in status.stdout.splitlines()]
+        assert [" ".join(name) for name in shown if name[0] != "deployment"] == [
+            "restate n1",
+            "ingress n1",
+            "restate n2",
+            "ingress n2",
+            "restate n3",
+            "ingress n3",
+            "proxy ingress",
+            "proxy admin",
+            "proxy endpoint",
+            "endpoint e1",
+            "endpoint e2",
+            "gateway g1",
+            "gateway g2",
+        ]
+        assert sum(name[0] == "deployment" for name in shown) == 1, "registered once"
+        assert (tmp_path / "home" / "cluster" / "haproxy.cfg").is_file()
+    finally:
+        down = teaspill(env, "down")
+    assert down.returncode == 0, down.stderr
+    assert not [name for name, pid in pids.items() if alive(pid)]
+    assert teaspill(env, "status").returncode == 1
