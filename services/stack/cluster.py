@@ -17,6 +17,7 @@ gateway; each node and replica gets its own (`Layout.derived`). The single-node 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -29,6 +30,7 @@ from string import Template
 from types import TracebackType
 from typing import Any
 
+from services.projection.store import ProjectionStore
 from services.settings import Settings
 from services.stack.endpoint import DEFAULT_APP, Endpoint
 from services.stack.gateway import Gateway
@@ -208,8 +210,13 @@ def haproxy_config(settings: Settings, layout: Layout) -> str:
         "# Made by `teaspill up --cluster` (services/stack/cluster.py) on every start.",
         "global",
         "    maxconn 4096",
+        "    log stderr format short local0 info",
         "defaults",
         "    mode http",
+        "    # Into logs/haproxy.log: failed and cut requests only, and backends going up or down.",
+        "    log global",
+        "    option httplog",
+        "    option dontlog-normal",
         "    option redispatch",
         "    retries 3",
         "    timeout connect 2s",
@@ -283,6 +290,11 @@ class Proxy(Part):
     def ready(self) -> bool:
         """Every frontend accepts connections."""
         return all(_accepts(port) for port, _ in self.ports().values())
+
+
+async def _migrated(path: Path) -> None:
+    store = await ProjectionStore.open(path)
+    await store.close()
 
 
 def _accepts(port: int) -> bool:
@@ -359,6 +371,10 @@ class Cluster:
                 node.spawn()
             for node in self.nodes:
                 node.wait_ready(120.0)
+            if not s.projection_url:
+                # Both replicas write the home's SQLite projection: its tables are made
+                # (migrated) here first, so that two first writes never migrate at once.
+                asyncio.run(_migrated(s.home / "projection.db"))
             progress(f"Starting {len(self.endpoints)} endpoint replicas behind HAProxy")
             for endpoint in self.endpoints:
                 endpoint.spawn()

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from schemas.wake import Message
 from services.executor.scripted import script
-from services.ingress import Ingress
+from services.ingress import Ingress, IngressError
 from services.stack import isolated_settings, settings_env
 from services.stack.cluster import Cluster, Layout
 from tests.durable.conftest import LiveStack, eventually, stack_settings
@@ -95,7 +96,9 @@ def kill_mid_call(cluster: Cluster, live: LiveStack, address: str, node: int) ->
         each for each in addresses if "during" not in lines_for(read(ledger_path(live.home)), each)
     }
     probe = f"{address}-probe"
-    live.ingress.send_wake(probe, Message(script({"reply": "here"}), spec=SPEC))
+    wake = Message(script({"reply": "here"}), spec=SPEC)
+    # Sent as a client should in a failover: again with the same key while refused.
+    eventually(lambda: accepted(live.ingress, probe, wake), 60, "the probe to be accepted")
     live.wait_for_turn_end(probe, 1)
     failover = time.monotonic() - killed
 
@@ -118,6 +121,17 @@ def kill_mid_call(cluster: Cluster, live: LiveStack, address: str, node: int) ->
             assert counts["before"] == counts["after"] == 1, f"{each} ({path(live.home).name})"
             assert counts["during"] <= 1, f"{each}'s slow call ran twice ({path(live.home).name})"
     return failover
+
+
+def accepted(ingress: Ingress, address: str, wake: Message) -> bool | None:
+    """Whether the wake was taken; None (to try again) while ingress answers 5xx."""
+    try:
+        ingress.send_wake(address, wake, idempotency_key=f"{address}-probe")
+    except IngressError as error:
+        if error.status < httpx.codes.INTERNAL_SERVER_ERROR:
+            raise
+        return None
+    return True
 
 
 def slow_call_pids(home: Path, addresses: list[str]) -> dict[str, int]:
