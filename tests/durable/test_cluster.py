@@ -178,6 +178,13 @@ def alive(pid: int) -> bool:
     return True
 
 
+CLERK = """
+kind = "clerk"
+instructions = "Follow the script."
+model = "script"
+"""
+
+
 def test_up_cluster_status_down(tmp_path: Path) -> None:
     env = {**os.environ, **settings_env(isolated_settings(tmp_path / "home"))}
     missing = teaspill(
@@ -221,6 +228,16 @@ def test_up_cluster_status_down(tmp_path: Path) -> None:
         ]
         assert sum(name[0] == "deployment" for name in shown) == 1, "registered once"
         assert (tmp_path / "home" / "cluster" / "haproxy.cfg").is_file()
+        spec = tmp_path / "clerk.toml"
+        spec.write_text(CLERK)
+        text = script({"reply": "Both gateways read this."})
+        sent = teaspill(env, "send", "acme.clerk", text, "--spec", str(spec))
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.strip() == "Both gateways read this."
+        after = teaspill(env, "status").stdout.splitlines()
+        gateways = [line for line in after if line.startswith("gateway g")]
+        assert [line.split()[2] for line in gateways] == ["up", "up"]
+        assert not [line for line in gateways if "no agent has run yet" in line], after
     finally:
         down = teaspill(env, "down")
     assert down.returncode == 0, down.stderr
