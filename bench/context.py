@@ -4,6 +4,7 @@ model keeps going.
     python -m bench.context rounds --marks 10,100,1000
     python -m bench.context sustain --context 1024,4096 --turns 150
     python -m bench.context share --turns 6
+    python -m bench.context memory --turns 8
 
 `rounds`: one agent on the `script` model writing long replies with a small declared
 window (so it folds every few turns); at each mark, the mean over `--sample` turns of
@@ -17,6 +18,11 @@ the cache in the round right after each fold and in every round from the first f
 `share`: one agent on the example spec, short turns one after another on SmolLM2: the
 share of each turn's wall time (at the ingress client) spent outside the model's own
 measured time (its queue, its first token, its generation), which is the runtime's.
+`memory`: two agents on the example spec with `search_memory` granted, taking turns on
+SmolLM2 with the same questions; one has memories that match them, so each of its turns
+is shown some (the memory layer after the stable prefix), the other has none. Prints each
+agent's share of prompt tokens served from its prompt cache from its second turn on, and
+how many of its model calls were shown memories.
 """
 
 from __future__ import annotations
@@ -37,16 +43,19 @@ import httpx
 import msgspec
 
 from schemas.events import ContextFolded, Event, ModelMessage, TurnEnded, WakeResult
+from schemas.memory import MemoryNote, MemoryScope, MemorySearch
 from schemas.spec import AgentSpec, Limits
 from schemas.wake import Message, WakeEnvelope
 from services.cli.talk import EXAMPLE_SPEC
-from services.contracts import AGENT, WAKE
+from services.contracts import AGENT, REMEMBER, WAKE
 from services.executor.scripted import script
 from services.ingress import Ingress
+from services.projection.memories import search_now
 from services.settings import Settings
 from services.specs import load_spec
 from services.stack import Stack, isolated_settings
 from services.stack.journal import RestateAdmin
+from services.tools.memory import SEARCH_MEMORY
 
 SCRIPT_SPEC = AgentSpec(
     kind="long",
@@ -210,6 +219,61 @@ def share(turns: int) -> tuple[list[float], list[float]]:
     return walls, model
 
 
+MEMORIES = (
+    "The person sails a small boat on the sea every summer.",
+    "The person's favourite colour is green and their favourite fruit is mango.",
+    "The person cooks rice in a pot with a lid.",
+    "The person asked why the sky is blue last week.",
+    "The person likes short answers in one sentence.",
+)
+
+
+def memory_share(turns: int) -> dict[str, tuple[float, float, int, int]]:
+    """Per agent: the cached share of its prompts from its second turn on, that of its
+    model calls shown memories, how many those were, and all its model calls."""
+    spec = msgspec.structs.replace(load_spec(EXAMPLE_SPEC), tools=(SEARCH_MEMORY,))
+    agents = ("bench.remembers", "bench.forgets")
+    with (
+        tempfile.TemporaryDirectory() as home,
+        stack(Path(home)) as s,
+        closing(Ingress(s.ingress_url)) as ingress,
+    ):
+        scope = MemoryScope("bench", "agent", agents[0])
+        for text in MEMORIES:
+            ingress.call(REMEMBER, MemoryNote(scope, "episodic", text), scope.key)
+        probe = MemorySearch("sea", (scope,))
+        deadline = time.monotonic() + 60
+        while not search_now(s.home / "projection.db", probe):
+            if time.monotonic() > deadline:
+                raise SystemExit("the memories did not reach the projection in 60 s")
+            time.sleep(0.2)
+        wake(s, "bench.warm-up", QUESTIONS[0], spec)
+        for turn in range(turns):
+            for address in agents:
+                wake(s, address, QUESTIONS[turn % len(QUESTIONS)], spec)
+        found: dict[str, tuple[float, float, int, int]] = {}
+        for address in agents:
+            messages = [
+                e.body
+                for e in all_events(ingress, address)
+                if isinstance(e.body, ModelMessage) and e.turn >= 2
+            ]
+            shown = [m for m in messages if m.memories]
+            found[address] = (
+                cached_share(messages),
+                cached_share(shown),
+                len(shown),
+                len(messages),
+            )
+    return found
+
+
+def print_memory_share(turns: int) -> None:
+    print("agent              cached from turn 2   calls shown memories   their cached share")
+    for address, (cached, of_shown, shown, calls) in memory_share(turns).items():
+        print(f"{address:<18} {cached:>18.1%}   {shown:>9} of {calls:<8}   {of_shown:>18.1%}")
+
+
 def model_seconds(message: ModelMessage) -> float:
     """The call's queue, its first token, then its other tokens at the measured rate."""
     timing, tokens = message.timing, message.usage.completion_tokens
@@ -323,12 +387,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     h = sub.add_parser("share")
     h.add_argument("--turns", type=int, default=6)
+    m = sub.add_parser("memory")
+    m.add_argument("--turns", type=int, default=8)
     args = parser.parse_args(argv)
     try:
         if args.what == "rounds":
             print_rounds(sorted(args.marks), args.sample)
         elif args.what == "share":
             print_share(args.turns)
+        elif args.what == "memory":
+            print_memory_share(args.turns)
         else:
             print_sustained(args.context, args.turns, args.minutes)
     except KeyboardInterrupt:

@@ -272,7 +272,9 @@ class Layers(msgspec.Struct, frozen=True):
     current: Current
     turn: int
     memories: ChatMessage | None = None
-    """The memory layer, after the fold summaries (outside both fingerprints)."""
+    """The memory layer: after the earlier turns' messages and before the turn's own
+    (outside both fingerprints), so that what a turn is shown changes no earlier part of
+    the prompt and the prompt cache keeps serving the conversation up to it."""
     memory_ids: tuple[str, ...] = ()
 
     @property
@@ -390,11 +392,12 @@ def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     """The prompt's messages, L0 to L3, each message cut to its share of the budget, and
     the largest cut further while the whole is over budget."""
     cap = min(max(estimate.chars(budget.prompt * MESSAGE_SHARE), MIN_SHOWN), MAX_SHOWN)
-    head = [m for m in (layers.system, layers.folds, layers.memories) if m is not None]
+    head = [m for m in (layers.system, layers.folds) if m is not None]
+    memories = (layers.memories,) if layers.memories is not None else ()
     longest = max(layers.recent.longest, layers.current.longest)
     total = layers.chars()
     if longest <= cap and estimate.tokens(total) <= budget.prompt:  # nothing to cut
-        messages = (*head, *layers.recent.messages, *layers.current.messages)
+        messages = (*head, *layers.recent.messages, *memories, *layers.current.messages)
         return Prompt(messages, False, total - len(layers.fixed.tools_text))
     entries = _entries(layers)
     shown = [min(len(e.message.content), cap) for e in entries]
@@ -407,4 +410,5 @@ def assemble(layers: Layers, budget: Budget, estimate: Estimate) -> Prompt:
     cut = [_cut(entry, size) for entry, size in zip(entries, shown, strict=True)]
     was_cut = any(size < len(e.message.content) for e, size in zip(entries, shown, strict=True))
     chars = fixed - len(layers.fixed.tools_text) + sum(len(m.content) for m in cut)
-    return Prompt((*head, *cut), was_cut, chars)
+    earlier = len(layers.recent.entries)
+    return Prompt((*head, *cut[:earlier], *memories, *cut[earlier:]), was_cut, chars)

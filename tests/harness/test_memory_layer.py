@@ -1,5 +1,5 @@
-"""The memory layer, pure: after the fold summaries, outside both fingerprints, each
-record once and none the window shows already."""
+"""The memory layer, pure: after the earlier turns' messages and before the turn's own,
+outside both fingerprints, each record once and none the window shows already."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def first_call(memories: tuple[MemoryRecord, ...], text: str = "now") -> CallMod
     return next(c for c in recording.commands if isinstance(c, CallModel))
 
 
-def test_memories_sit_after_the_fold_summaries_and_leave_both_fingerprints() -> None:
+def test_memories_sit_before_the_turns_message_and_change_nothing_before_them() -> None:
     plain = first_call(())
     one = first_call((note("mem1", "The office closes at six."),))
     other = first_call((note("mem2", "Tea is in the kitchen."),))
@@ -40,11 +40,15 @@ def test_memories_sit_after_the_fold_summaries_and_leave_both_fingerprints() -> 
     assert (one.memories, other.memories) == (("mem1",), ("mem2",))
     assert {c.fingerprint for c in (plain, one, other)} == {plain.fingerprint}
     assert {c.folds_fingerprint for c in (plain, one, other)} == {plain.folds_fingerprint}
-    messages = one.request.messages
+    messages, without = one.request.messages, plain.request.messages
     assert messages[1].content.startswith("Summaries of earlier turns")
-    assert messages[2].role == "system"
-    assert messages[2].content == f"{MEMORIES_HEADER}\n- The office closes at six."
-    assert messages[:2] == plain.request.messages[:2]
+    layer = next(i for i, m in enumerate(messages) if m.content.startswith(MEMORIES_HEADER))
+    assert messages[layer].role == "system"
+    assert messages[layer].content == f"{MEMORIES_HEADER}\n- The office closes at six."
+    assert (messages[layer + 1].role, messages[layer + 1].content) == ("user", "now")
+    assert messages[:layer] == without[:layer], "the prompt before the layer, as without it"
+    assert messages[layer + 1 :] == without[layer:]
+    assert len(without) > 3, "earlier turns' messages come before the layer"
 
 
 def test_a_memory_is_admitted_once_and_not_when_the_window_shows_it() -> None:
