@@ -15,6 +15,7 @@ the path from an agent's append to its followers (`python -m bench.commits` time
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,10 @@ class ApprovalRow:
     it (`page_call_claimed`)."""
 
 
+MIGRATION_WAIT_MS = 60_000
+"""How long a writer opening the file waits for another's migrations to finish."""
+
+
 class ProjectionStore:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
@@ -135,7 +140,8 @@ class ProjectionStore:
             db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
         else:
             db = await aiosqlite.connect(path)
-            await db.execute("pragma journal_mode=wal")
+            await db.execute(f"pragma busy_timeout={MIGRATION_WAIT_MS}")
+            await _write_ahead(db)
             await db.execute("pragma synchronous=normal")
             await _migrate(db)
         await db.execute("pragma busy_timeout=5000")
@@ -527,13 +533,42 @@ class ProjectionStore:
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:
+    """Run the migrations the file has not had, each in a transaction that takes the write
+    lock first and records its version before its script: a second writer opening the file
+    at the same time waits for the lock, and a version the other recorded meanwhile fails
+    its insert before the script runs, is rolled back, and is read again as done."""
     await db.execute("create table if not exists migrations (version integer primary key)")
-    cursor = await db.execute("select coalesce(max(version), 0) from migrations")
-    row = await cursor.fetchone()
-    done = int(row[0]) if row else 0
-    for version, script in enumerate(MIGRATIONS[done:], start=done + 1):
+    while (version := await _done(db) + 1) <= len(MIGRATIONS):
         record = f"insert into migrations values ({version})"  # noqa: S608 - an int
-        await db.executescript(f"begin; {script}; {record}; commit;")
+        try:
+            await db.executescript(f"begin immediate; {record}; {MIGRATIONS[version - 1]}; commit;")
+        except sqlite3.IntegrityError:
+            await db.rollback()
+            if await _done(db) < version:
+                raise
+        except BaseException:
+            await db.rollback()
+            raise
+
+
+async def _write_ahead(db: aiosqlite.Connection) -> None:
+    """Put the file in write-ahead mode (it stays so). The switch needs the file to itself,
+    and SQLite answers a switch that finds another connection on it at once with "locked"
+    rather than waiting, so it is tried again until the wait for migrations is spent."""
+    deadline = asyncio.get_running_loop().time() + MIGRATION_WAIT_MS / 1000
+    while True:
+        try:
+            await db.execute("pragma journal_mode=wal")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+
+
+async def _done(db: aiosqlite.Connection) -> int:
+    rows = list(await db.execute_fetchall("select coalesce(max(version), 0) from migrations"))
+    return int(rows[0][0]) if rows else 0
 
 
 def _transaction(
