@@ -12,13 +12,16 @@ import msgspec
 from psycopg import AsyncConnection
 
 from schemas.events import (
-    ApprovalAbandoned,
-    ApprovalAnswered,
-    ApprovalRequested,
     Event,
-    PageCallClaimed,
 )
-from services.projection.store import QUEUE_WINDOW, ApprovalRow, Page, _from_turn
+from services.projection.store import (
+    QUEUE_WINDOW,
+    ApprovalRow,
+    Page,
+    _from_turn,
+    approval_row,
+    open_calls,
+)
 from services.projection.tallies import Tallies
 
 _APPROVALS = (
@@ -89,20 +92,12 @@ class TimelineReads:
         if "approval_requested" not in types:
             return None
         turn = types["approval_requested"]
-        asked = next(row[2] for row in rows if row[0] == "approval_requested")
-        body = msgspec.json.decode(asked, type=Event).body
         ended = await self._one_or_none(
             "select 1 from events where agent = %s and turn = %s and type = 'turn_ended'",
             agent,
             turn,
         )
-        answered = "approval_answered" in types
-        ended_ = ended is not None or "approval_abandoned" in types
-        requested = body if isinstance(body, ApprovalRequested) else None
-        questions = requested.questions if requested is not None else {}
-        claims = [msgspec.json.decode(r[2], type=Event).body for r in rows]
-        claimed = next((c.page for c in claims if isinstance(c, PageCallClaimed)), "")
-        return ApprovalRow(turn, answered, ended_, questions, requested, claimed)
+        return approval_row(rows, turn, ended is not None)
 
     async def open_page_calls(self, agent: str) -> dict[str, str]:
         """As SQLite's `open_page_calls`."""
@@ -116,18 +111,7 @@ class TimelineReads:
             agent,
             newest[0],
         )
-        found: dict[str, str] = {}
-        for kind, raw in rows:
-            body = msgspec.json.decode(raw, type=Event).body
-            if isinstance(body, ApprovalRequested) and body.page:
-                found[body.request_id] = ""
-            elif isinstance(body, PageCallClaimed) and body.request_id in found:
-                found[body.request_id] = body.page
-            elif kind == "turn_ended":
-                return {}
-            elif isinstance(body, ApprovalAnswered | ApprovalAbandoned):
-                found.pop(body.request_id, None)
-        return found
+        return open_calls(rows)
 
     async def turn(self, agent: str, turn: int) -> list[Event]:
         """The events recorded in one turn, in seq order ([] for a turn never started)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -306,20 +306,12 @@ class ProjectionStore:
         if "approval_requested" not in types:
             return None
         turn = types["approval_requested"]
-        asked = next(row[2] for row in rows if row[0] == "approval_requested")
-        body = msgspec.json.decode(asked, type=Event).body
         ended = await self._one_or_none(
             "select 1 from events where agent = ? and turn = ? and type = 'turn_ended'",
             agent,
             turn,
         )
-        answered = "approval_answered" in types
-        ended_ = ended is not None or "approval_abandoned" in types
-        requested = body if isinstance(body, ApprovalRequested) else None
-        questions = requested.questions if requested is not None else {}
-        claims = [msgspec.json.decode(r[2], type=Event).body for r in rows]
-        claimed = next((c.page for c in claims if isinstance(c, PageCallClaimed)), "")
-        return ApprovalRow(turn, answered, ended_, questions, requested, claimed)
+        return approval_row(rows, turn, ended is not None)
 
     async def open_page_calls(self, agent: str) -> dict[str, str]:
         """The calls that run in the page the agent's newest turn waits on, by request id,
@@ -333,18 +325,7 @@ class ProjectionStore:
             " 'page_call_claimed', 'turn_ended') order by seq",
             (agent, newest[0]),
         )
-        found: dict[str, str] = {}
-        for kind, raw in rows:
-            body = msgspec.json.decode(raw, type=Event).body
-            if isinstance(body, ApprovalRequested) and body.page:
-                found[body.request_id] = ""
-            elif isinstance(body, PageCallClaimed) and body.request_id in found:
-                found[body.request_id] = body.page
-            elif kind == "turn_ended":
-                return {}
-            elif isinstance(body, ApprovalAnswered | ApprovalAbandoned):
-                found.pop(body.request_id, None)
-        return found
+        return open_calls(rows)
 
     async def turn(self, agent: str, turn: int) -> list[Event]:
         """The events recorded in one turn, in seq order ([] for a turn never started)."""
@@ -605,6 +586,38 @@ def _key_rows(keys: Sequence[ApiKey]) -> list[tuple[Any, ...]]:
          _ENCODER.encode(k.origins).decode(), _ENCODER.encode(k.kinds).decode())
         for k in keys
     ]  # fmt: skip
+
+
+def approval_row(rows: Iterable[Sequence[Any]], turn: int, turn_ended: bool) -> ApprovalRow:
+    """A request's story from its rows (type, turn, event JSON) and whether its turn
+    ended: each store reads them in its own SQL."""
+    rows = list(rows)
+    types = {row[0] for row in rows}
+    asked = next(row[2] for row in rows if row[0] == "approval_requested")
+    body = msgspec.json.decode(asked, type=Event).body
+    requested = body if isinstance(body, ApprovalRequested) else None
+    questions = requested.questions if requested is not None else {}
+    claims = [msgspec.json.decode(r[2], type=Event).body for r in rows]
+    claimed = next((c.page for c in claims if isinstance(c, PageCallClaimed)), "")
+    ended = turn_ended or "approval_abandoned" in types
+    return ApprovalRow(turn, "approval_answered" in types, ended, questions, requested, claimed)
+
+
+def open_calls(rows: Iterable[Sequence[Any]]) -> dict[str, str]:
+    """The page calls still open in a turn's request rows (type, event JSON) in seq
+    order, with the page that claimed each; none once the turn ended."""
+    found: dict[str, str] = {}
+    for kind, raw in rows:
+        body = msgspec.json.decode(raw, type=Event).body
+        if isinstance(body, ApprovalRequested) and body.page:
+            found[body.request_id] = ""
+        elif isinstance(body, PageCallClaimed) and body.request_id in found:
+            found[body.request_id] = body.page
+        elif kind == "turn_ended":
+            return {}
+        elif isinstance(body, ApprovalAnswered | ApprovalAbandoned):
+            found.pop(body.request_id, None)
+    return found
 
 
 def _from_turn(newest_first: list[tuple[int, bytes]], cut: int | None) -> list[Event]:
