@@ -14,6 +14,7 @@ import httpx
 
 from services.cli import home
 from services.settings import Settings
+from services.stack import postgres
 from services.stack.cluster import Layout
 from services.stack.gateway import local_url
 from services.stack.process import answers
@@ -48,8 +49,11 @@ def _core(settings: Settings) -> list[Line]:
 def _cluster(settings: Settings, layout: Layout) -> list[Line]:
     """The cluster layout (`teaspill up --cluster`): each node's admin API and ingress,
     the proxy's three frontends, each endpoint replica, the deployments Restate routes to
-    (through the proxy), each gateway."""
+    (through the proxy), each gateway; first, the home's PostgreSQL, when the layout
+    started one."""
     lines: list[Line] = []
+    if layout.postgres is not None:
+        lines.append(_postgres(settings, layout.postgres))
     for node in layout.nodes:
         admin, ingress = f"{node.admin_url}/health", f"{node.ingress_url}/restate/health"
         lines.append((f"restate {node.name}", _up(answers(admin)), admin))
@@ -68,6 +72,15 @@ def _cluster(settings: Settings, layout: Layout) -> list[Line]:
         gateway = settings.model_copy(update={"gateway_port": port})
         lines.append(_gateway(gateway, f"gateway g{i + 1}"))
     return lines
+
+
+def _postgres(settings: Settings, port: int) -> Line:
+    shown = postgres.url(settings, port, password=False)
+    try:
+        up = postgres.answers(postgres.url(settings, port))
+    except OSError:  # no password file: the home's PostgreSQL was never made
+        up = False
+    return ("postgres", _up(up), shown)
 
 
 def _gateway(settings: Settings, name: str = "gateway") -> Line:

@@ -18,9 +18,13 @@ from services.settings import Settings
 from services.stack import Stack, StackError
 from services.stack.cluster import Cluster, Layout, find_haproxy
 from services.stack.gateway import local_url
+from services.stack.postgres import find_postgres
 from services.workspace.volumes import release
 
 LIVE_TOKEN_FILE = "live-token"  # noqa: S105 - a file name, not the token
+STOP_SIGNALS = {"postgres": signal.SIGINT}
+"""How `down` stops a part, when not with SIGTERM: PostgreSQL's fast shutdown is SIGINT
+(its SIGTERM waits for every session to end)."""
 run_file = home.run_file
 
 
@@ -36,6 +40,8 @@ def start(settings: Settings, *, cluster: bool = False) -> Stack | Cluster:
     check(settings)
     if cluster:
         find_haproxy()  # before anything starts: a sentence, and nothing left running
+        if not settings.projection_url:
+            find_postgres()
     token = settings.live_token or _made_up_token(settings)
     env = {"TEASPILL_LIVE_TOKEN": token}
     if cluster:
@@ -147,7 +153,7 @@ def down(settings: Settings) -> int:
     # `Cluster.parts`).
     pids = home.pids(home.read(settings))
     for name, pid in pids.items():
-        if _signal_group(pid, signal.SIGTERM):
+        if _signal_group(pid, STOP_SIGNALS.get(name, signal.SIGTERM)):
             print(f"Stopping {name} (pid {pid})")
             _wait_gone(pid)
     release(settings.home)

@@ -9,6 +9,10 @@ replica HAProxy picks (h2c, health-checked), and a call cut short by a replica's
 retried on the other. The endpoints and gateways reach Restate through HAProxy's ingress,
 so losing a node costs them nothing but the calls it had open.
 
+The read side is a PostgreSQL of the home's own (`services.stack.postgres`), which every
+replica writes and every gateway reads and listens to, unless the settings name one
+(`TEASPILL_PROJECTION_URL`).
+
 Where the parts listen is the settings' ports for what the proxy serves (ingress, admin,
 endpoint: the addresses every other part and the CLI already use) and for the first
 gateway; each node and replica gets its own (`Layout.derived`). The single-node stack
@@ -17,7 +21,6 @@ gateway; each node and replica gets its own (`Layout.derived`). The single-node 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -30,10 +33,10 @@ from string import Template
 from types import TracebackType
 from typing import Any
 
-from services.projection.store import ProjectionStore
 from services.settings import Settings
 from services.stack.endpoint import DEFAULT_APP, Endpoint
 from services.stack.gateway import Gateway
+from services.stack.postgres import Postgres, find_postgres
 from services.stack.process import Part, StackError, answers, free_port
 from services.stack.restate import (
     REPO,
@@ -89,19 +92,25 @@ class Layout:
     """The endpoint replicas' ports."""
     gateways: tuple[int, ...]
     """The gateways' ports; the first is the settings' gateway port."""
+    postgres: int | None = None
+    """The home's PostgreSQL's port; None when the settings name a PostgreSQL of their own
+    (`TEASPILL_PROJECTION_URL`) and the layout starts none."""
 
     @classmethod
     def derived(cls, settings: Settings) -> Layout:
         """The ports next to the settings' own: node i (from 0) on node_port + i, its
         ingress on ingress_port + 1 + i and its admin API on admin_port + 1 + i; replica i
-        on endpoint_port + 1 + i; gateway i on gateway_port + i."""
+        on endpoint_port + 1 + i; gateway i on gateway_port + i; PostgreSQL on the port
+        after the nodes', node_port + 3."""
         s = settings
         nodes = tuple(
             Node(f"n{i + 1}", s.node_port + i, s.ingress_port + 1 + i, s.admin_port + 1 + i)
             for i in range(NODES)
         )
         endpoints = tuple(s.endpoint_port + 1 + i for i in range(REPLICAS))
-        return cls(nodes, endpoints, tuple(s.gateway_port + i for i in range(GATEWAYS)))
+        gateways = tuple(s.gateway_port + i for i in range(GATEWAYS))
+        postgres = None if s.projection_url else s.node_port + NODES
+        return cls(nodes, endpoints, gateways, postgres)
 
     @classmethod
     def free(cls, settings: Settings) -> Layout:
@@ -111,7 +120,7 @@ class Layout:
         )
         endpoints = tuple(free_port() for _ in range(REPLICAS))
         gateways = (settings.gateway_port, *(free_port() for _ in range(GATEWAYS - 1)))
-        return cls(nodes, endpoints, gateways)
+        return cls(nodes, endpoints, gateways, None if settings.projection_url else free_port())
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +131,7 @@ class Layout:
             tuple(Node(**node) for node in found["nodes"]),
             tuple(int(port) for port in found["endpoints"]),
             tuple(int(port) for port in found["gateways"]),
+            int(found["postgres"]) if found.get("postgres") else None,
         )
 
 
@@ -292,11 +302,6 @@ class Proxy(Part):
         return all(_accepts(port) for port, _ in self.ports().values())
 
 
-async def _migrated(path: Path) -> None:
-    store = await ProjectionStore.open(path)
-    await store.close()
-
-
 def _accepts(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1.0)
@@ -336,6 +341,8 @@ class Cluster:
         for i, endpoint in enumerate(self.endpoints):
             endpoint.name = f"endpoint e{i + 1}"
         self.proxy = Proxy(settings, self.layout)
+        port = self.layout.postgres
+        self.postgres = Postgres(settings, port) if port is not None else None
         self.gateways = (
             [
                 Gateway(
@@ -359,22 +366,21 @@ class Cluster:
         named |= {f"restate-{n.node.name}": n for n in self.nodes}
         named["haproxy"] = self.proxy
         named |= {f"endpoint-e{i + 1}": e for i, e in enumerate(self.endpoints)}
+        if self.postgres is not None:
+            named["postgres"] = self.postgres
         return named
 
     def up(self, progress: Callable[[str], None] = lambda _: None) -> Cluster:
-        s = self.settings
         try:
             find_haproxy()
+            self._start_read_side(progress)
+            s = self.settings
             names = ", ".join(n.name for n in self.layout.nodes)
             progress(f"Starting restate-server nodes {names} (one cluster, log kept on two)")
             for node in self.nodes:
                 node.spawn()
             for node in self.nodes:
                 node.wait_ready(120.0)
-            if not s.projection_url:
-                # Both replicas write the home's SQLite projection: its tables are made
-                # (migrated) here first, so that two first writes never migrate at once.
-                asyncio.run(_migrated(s.home / "projection.db"))
             progress(f"Starting {len(self.endpoints)} endpoint replicas behind HAProxy")
             for endpoint in self.endpoints:
                 endpoint.spawn()
@@ -401,6 +407,21 @@ class Cluster:
                 self.down()
             raise
         return self
+
+    def _start_read_side(self, progress: Callable[[str], None]) -> None:
+        """The home's PostgreSQL, and every part pointed at it (unless the settings name a
+        PostgreSQL of their own, which the layout then starts nothing for)."""
+        if self.postgres is not None:
+            find_postgres()
+            progress(f"Starting PostgreSQL on 127.0.0.1:{self.postgres.port} (the read side)")
+            self.postgres.start()
+            self._read_from(self.postgres.url)
+
+    def _read_from(self, url: str) -> None:
+        """Every replica and gateway (and these settings) on the PostgreSQL at `url`."""
+        self.settings = self.settings.model_copy(update={"projection_url": url})
+        for part in [*self.endpoints, *self.gateways]:
+            part.settings = part.settings.model_copy(update={"projection_url": url})
 
     def down(self) -> None:
         """Stop every part in `parts` order; each is stopped even if one before fails to,

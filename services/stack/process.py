@@ -157,18 +157,19 @@ class ManagedProcess:
             time.sleep(0.1)
         raise self._error(f"{self.name} did not {what} within {timeout:g} s")
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, then wait; a process that ignores it is killed and reported."""
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> None:
+        """`sig` (SIGTERM), then wait; a process that ignores it is killed and reported."""
         if self._proc is None or self._proc.poll() is not None:
             self._close_log()
             return
-        self._proc.send_signal(signal.SIGTERM)
+        self._proc.send_signal(sig)
         try:
             self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise StackError(
-                f"{self.name} did not stop within {timeout:g} s of SIGTERM and was killed;"
+                f"{self.name} did not stop within {timeout:g} s of"
+                f" {signal.Signals(sig).name} and was killed;"
                 f" see {self.log_path}."
             ) from None
         _wait_group_gone(self._proc.pid)

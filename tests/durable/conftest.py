@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import psycopg
 import pytest
 
 from schemas.events import Event, TurnEnded
 from services.ingress import Ingress
-from services.projection.store import ProjectionStore
+from services.projection.stores import open_store
 from services.settings import Settings
 from services.stack import Stack, isolated_settings
 from services.stack.endpoint import Endpoint
@@ -68,9 +69,10 @@ class LiveStack:
 
         async def read() -> list[Event]:
             path = self.home / "projection.db"
-            if not path.exists():
+            url = self.settings.projection_url
+            if not url and not path.exists():
                 return []
-            store = await ProjectionStore.open(path, readonly=True)
+            store = await open_store(url, self.home, readonly=True)
             try:
                 return await store.timeline(address, limit=100_000)
             except sqlite3.OperationalError as error:
@@ -78,6 +80,8 @@ class LiveStack:
                 if str(error).startswith("no such table"):
                     return []
                 raise
+            except psycopg.errors.UndefinedTable:
+                return []  # the same, in PostgreSQL
             finally:
                 await store.close()
 

@@ -208,6 +208,16 @@ def test_up_cluster_status_down(tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert "haproxy is not installed" in missing.stderr
     assert not (tmp_path / "home" / "stack.json").exists(), "nothing was started"
+    no_postgres = teaspill(
+        {**env, "TEASPILL_POSTGRES_BIN": str(tmp_path / "no-postgres")},
+        "up",
+        "--cluster",
+        "--detach",
+    )
+    assert no_postgres.returncode == 1
+    assert "PostgreSQL is not installed" in no_postgres.stderr
+    assert not (tmp_path / "home" / "stack.json").exists(), "nothing was started"
+    assert not (tmp_path / "home" / "postgres").exists(), "nothing was made"
 
     up = teaspill(env, "up", "--cluster", "--detach")
     assert up.returncode == 0, up.stderr
@@ -222,11 +232,13 @@ def test_up_cluster_status_down(tmp_path: Path) -> None:
             "haproxy",
             "endpoint-e1",
             "endpoint-e2",
+            "postgres",
         }
         status = teaspill(env, "status")
         assert status.returncode == 0, status.stdout
         shown = [line.split()[0:2] for line in status.stdout.splitlines()]
         assert [" ".join(name) for name in shown if name[0] != "deployment"] == [
+            "postgres up",
             "restate n1",
             "ingress n1",
             "restate n2",
@@ -243,6 +255,7 @@ def test_up_cluster_status_down(tmp_path: Path) -> None:
         ]
         assert sum(name[0] == "deployment" for name in shown) == 1, "registered once"
         assert (tmp_path / "home" / "cluster" / "haproxy.cfg").is_file()
+        assert not (tmp_path / "home" / "projection.db").exists(), "the read side is PostgreSQL"
         spec = tmp_path / "clerk.toml"
         spec.write_text(CLERK)
         text = script({"reply": "Both gateways read this."})
@@ -257,4 +270,7 @@ def test_up_cluster_status_down(tmp_path: Path) -> None:
         down = teaspill(env, "down")
     assert down.returncode == 0, down.stderr
     assert not [name for name, pid in pids.items() if alive(pid)]
+    assert (
+        "database system is shut down" in (tmp_path / "home" / "logs" / "postgres.log").read_text()
+    )
     assert teaspill(env, "status").returncode == 1
