@@ -29,7 +29,7 @@ from schemas.spec import AgentSpec
 from schemas.wake import Message
 from services.client.stream import FrameParser, decode
 from services.executor.scripted import script
-from services.projection.store import ProjectionStore
+from services.projection.stores import open_store
 from services.stack.cluster import Cluster, Layout
 from services.stack.process import Part
 from tests.durable.conftest import LiveStack, eventually, stack_settings
@@ -228,7 +228,8 @@ def projected(cluster: Cluster, address: str) -> list[Event]:
     """The agent's timeline as the projection store holds it."""
 
     async def stored() -> list[Event]:
-        store = await ProjectionStore.open(cluster.settings.home / "projection.db", readonly=True)
+        s = cluster.settings
+        store = await open_store(s.projection_url, s.home, readonly=True)
         try:
             return await store.timeline(address, limit=100_000)
         finally:
