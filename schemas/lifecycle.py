@@ -195,3 +195,22 @@ class IdleArchived(msgspec.Struct, frozen=True):
 
     archived: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
+
+
+class Tombstone(msgspec.Struct, frozen=True):
+    """A tenant whose erasure has begun (`done`: and ended): kept in its `Lifecycle` state
+    for good, so nothing of the tenant (an agent, a spec, a key, a memory) is made again."""
+
+    since: datetime
+    by: str = ""
+    done: bool = False
+
+    def sentence(self, tenant: str) -> str:
+        doing = "was erased" if self.done else "is being erased"
+        return f"Tenant {tenant} {doing}: nothing can be made in it again, keys included."
+
+
+class Standing(msgspec.Struct, frozen=True):
+    """A tenant's `Lifecycle.standing`: its tombstone, or None while it may be used."""
+
+    tombstone: Tombstone | None = None

@@ -130,6 +130,7 @@ def _control(services: Services, closers: list[Closer], model: ModelRunner | Non
             config.admin_url,
             FolderArchive(config.home / "archive"),
             config.archive_idle_days,
+            timedelta(seconds=config.key_cache_seconds),
         ),
         memory,
         knowledge,

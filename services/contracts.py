@@ -47,6 +47,8 @@ from schemas.lifecycle import (
     IdleArchived,
     MemoryErasure,
     Released,
+    Standing,
+    Tombstone,
     WorkspaceErase,
     WorkspaceFork,
 )
@@ -243,6 +245,11 @@ ERASE_AGENT = Handler(LIFECYCLE, "erase_agent", ErasureRequest, ErasureRecord)
 """Keyed by the tenant, like every `Lifecycle` handler: one agent and those it spawned."""
 ERASE_TENANT = Handler(LIFECYCLE, "erase_tenant", ErasureRequest, ErasureRecord)
 ERASURES = Handler(LIFECYCLE, "erasures", Empty, ErasureList)
+STANDING = Handler(LIFECYCLE, "standing", Empty, Standing)
+"""Shared, keyed by the tenant: its tombstone once its erasure began (asked before an
+agent, a spec or a key of it is made)."""
+TOMBSTONE = Stored(LIFECYCLE, "tombstone", Tombstone)
+"""The same tombstone, as the gateway reads it from Restate's storage with a key."""
 ERASE_MEMORIES = Handler(LIFECYCLE, "erase_memories", MemoryErasure, MemoryAnswer)
 """Keyed by the tenant: forget memories through the scope's `Memory` object, and record
 that they were forgotten (who, when, which scope; never their text)."""

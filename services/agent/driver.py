@@ -134,6 +134,7 @@ from services.harness.extraction import extraction_request, facts
 from services.harness.loop import TurnInput
 from services.harness.recall import answer, parse
 from services.harness.registry import BUILTIN_HARNESSES, Harness, start
+from services.lifecycle.tombstone import refuse_if_erased
 from services.observe import genai, tracing
 from services.tools.memory import SEARCH_MEMORY, own_scope
 from services.tools.registry import ToolRegistry
@@ -216,6 +217,8 @@ class Driver:
             self._asked = (wake.kind, self._ask_spec(wake.kind))
         started = self._ctx.run_typed(CLOCK_STEP, _now, step_options(float))
         record = await self._store.record(started)  # the clock is read with the record
+        if self._store.new:  # nothing of an erased tenant is made again
+            await refuse_if_erased(self._ctx, self._tenant)
         self._clock = self._clock.saw(await started)
         self._done = started
         self._timeline = Timeline(

@@ -5,7 +5,8 @@ whole wakes on it, without restate-server.
 A step runs when it is made (a task), and its result goes through its serde as it would
 through a journal; object state is a dict of serialised values; one-way sends are
 recorded (`sent`) for the caller to deliver; a durable call goes to the handler given
-for it in `calls`. `cancel()` makes the next step the wake awaits raise the
+for it in `calls` (a tenant's `Lifecycle.standing` answers that it was never erased,
+unless `calls` says otherwise). `cancel()` makes the next step the wake awaits raise the
 `TerminalError` Restate raises in a cancelled invocation.
 """
 
@@ -18,12 +19,19 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import restate
 from restate.serde import DefaultSerde, Serde
 
+from schemas.lifecycle import Standing
+from services.contracts import STANDING
 from services.durable import CANCELLED
 
 Call = Callable[[bytes], Awaitable[bytes]]
+
+
+async def _standing(_: bytes) -> bytes:
+    return msgspec.json.encode(Standing())
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class InlineContext:
         calls: dict[tuple[str, str], Call] | None = None,
     ) -> None:
         self._key, self.state, self._request = key, state, Request(invocation)
-        self._calls = calls or {}
+        self._calls = {(STANDING.service, STANDING.name): _standing, **(calls or {})}
         self.sent: list[Sent] = []
         self.awakeables: dict[str, asyncio.Future[Any]] = {}
         self._cancelled = False

@@ -69,6 +69,7 @@ from services.contracts import (
 )
 from services.durable import call, send
 from services.harness.registry import BUILTIN_HARNESSES, Harness
+from services.lifecycle.tombstone import refuse_if_erased
 from services.observe import genai, tracing
 from services.specs import Offer, SpecError, check_spec
 from services.tools.registry import ToolRegistry
@@ -266,6 +267,7 @@ def _forks(
         source = _fork_source(request, address)
         store = Store(ctx)
         await _unused(ctx, store, archives, address)
+        await refuse_if_erased(ctx, parse_address(address).tenant)
         found = await call(ctx, FORK_SOURCE, ForkQuery(request.seq), key=source)
         spec = found.spec or await _published(ctx, source, found)
         workspace = WorkspaceFork(source, address, spec.workspace.quota_mb)

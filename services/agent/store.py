@@ -186,6 +186,8 @@ class Store(Reader):
         added by this wake. `finish` writes the ones its copy no longer holds."""
         self._stored = StoredAgent(VERSION)
         """The value as read, with its copy: what `finish` compares with."""
+        self.new = False
+        """`record` found none stored: this wake makes the agent."""
         self._running = ""
         """The id of this wake, once it has started a turn."""
         self._named: RunningWake | None = None
@@ -201,6 +203,7 @@ class Store(Reader):
             loaded = self._writer.get(RECORD, serde=RAW)
             await together(*alongside, loaded)
             raw = await loaded
+        self.new = raw is None
         self._stored = decoded(raw)
         if (kept := self._stored.recent) is not None:
             self._segments.update(zip(kept.indices, kept.segments, strict=True))

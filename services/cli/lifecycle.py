@@ -126,7 +126,9 @@ def commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "erase",
         help="erase a tenant and everything of it, for good",
         description="Erase TENANT: every agent as `agents delete` does, then its specs, keys, "
-        "webhooks, schedules and counts. The erasure is recorded without the erased content.",
+        "webhooks, schedules and counts. From its start nothing can be made in TENANT again "
+        "(no agent, spec, key or memory): the name stays retired. The erasure is recorded "
+        "without the erased content.",
     )
     erase.add_argument("tenant")
     erase.set_defaults(run=lambda a, s, d: tenants_erase(d.ingress, a.tenant))

@@ -91,6 +91,8 @@ async def authenticate(keys: KeyCache, header: str | None) -> Held:
         raise ApiError(401, "unknown API key", CHALLENGE)
     if key.key.revoked_at is not None:
         raise ApiError(401, f"API key {key.key.id} was revoked", CHALLENGE)
+    if key.tombstone is not None:
+        raise ApiError(401, key.tombstone.sentence(key.key.tenant), CHALLENGE)
     return key
 
 

@@ -5,8 +5,10 @@ The projection is derived data: a file restored from before a revocation would b
 revoked key back. So a key the projection shows as valid is checked against its tenant's
 record in Restate (the source of truth) before it is trusted, and the answer is cached.
 A revoked key therefore stops working within `ttl` seconds on every gateway, and stays
-refused whatever the projection says. A hash the projection does not know is remembered
-for at most `NEGATIVE_SECONDS`, so a new key works within that.
+refused whatever the projection says. A key whose tenant's erasure has begun (its
+tombstone, read with the record) is refused too, from its next lookup on. A hash the
+projection does not know is remembered for at most `NEGATIVE_SECONDS`, so a new key works
+within that.
 
 The record is read from restate-server's storage (`stored.StoredState`), not through a
 `Tenant` handler: a handler needs the service endpoint, and a gateway restarted while the
@@ -29,8 +31,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from schemas.lifecycle import Tombstone
 from schemas.tenant import ApiKey, EndUsers, Keys
-from services.contracts import TENANT_KEYS
+from services.contracts import TENANT_KEYS, TOMBSTONE
 from services.gateway.errors import ApiError
 from services.gateway.reader import ProjectionReader
 from services.gateway.stored import StateUnreadableError, StoredState
@@ -48,6 +51,8 @@ class Held:
 
     key: ApiKey
     end_users: EndUsers
+    tombstone: Tombstone | None = None
+    """Its tenant's, once the tenant's erasure has begun: the key is refused then."""
 
 
 class KeyUncheckableError(ApiError):
@@ -142,15 +147,30 @@ class KeyCache:
         return held
 
     async def _confirmed(self, key: ApiKey) -> Held | None:
-        """The tenant's own record of `key`: revoked there, or unknown there, wins."""
+        """The tenant's own record of `key`: revoked there, or unknown there, wins; so does
+        the tenant's tombstone, read with it."""
         try:
-            held = await self._records.read(TENANT_KEYS, key.tenant) or Keys()
+            found = await self._records.read(TENANT_KEYS, key.tenant)
+            tombstone = await self._records.read(TOMBSTONE, key.tenant)
         except StateUnreadableError as error:
             raise KeyUncheckableError from error
+        if tombstone is not None:
+            return Held(key, EndUsers(), tombstone)
+        held = found or Keys()
         for record in held.keys:
             if record.id == key.id and same_hash(record.hash, key.hash):
                 return Held(record, held.end_users)
         return None
+
+    async def refuse_if_erased(self, tenant: str) -> None:
+        """410 with the tombstone's sentence once `tenant`'s erasure has begun, read now
+        (asked before something new is made in it)."""
+        try:
+            tombstone = await self._records.read(TOMBSTONE, tenant)
+        except StateUnreadableError as error:
+            raise KeyUncheckableError from error
+        if tombstone is not None:
+            raise ApiError(410, tombstone.sentence(tenant))
 
     def forget(self) -> None:
         self._known.clear()

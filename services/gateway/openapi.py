@@ -63,6 +63,7 @@ _WHY = {
     403: "The key's scope does not cover this route, or live deltas are switched off.",
     404: "Unknown agent (or one of another tenant), or an unpublished spec kind.",
     409: "Restate refused the change.",
+    410: "The key's tenant is being erased or was erased: nothing can be made in it again.",
     413: "The request body, or a document in it, is too large.",
     408: "The request body did not arrive in time.",
     422: "A field is missing or has the wrong type or value.",

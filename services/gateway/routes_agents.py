@@ -29,7 +29,7 @@ Rt = Annotated[Runtime, Depends(runtime)]
 @router.post(
     "/v1/agents/{address}/messages",
     status_code=202,
-    responses=errors(400, 401, 403, 404, 413, 422, 503),
+    responses=errors(400, 401, 403, 404, 410, 413, 422, 503),
 )
 async def send_message(
     message: MessageIn,

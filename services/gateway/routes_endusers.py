@@ -28,7 +28,7 @@ VISITOR_SECRET = "visitor tokens"  # noqa: S105 - a label, not a secret
 no space, so no hook's secret is this one)."""
 
 
-@router.put("/v1/end-users", responses=errors(400, 401, 403, 413, 422, 503))
+@router.put("/v1/end-users", responses=errors(400, 401, 403, 410, 413, 422, 503))
 async def register(
     wanted: EndUsersIn, caller: Annotated[Principal, Depends(require("admin"))], rt: Rt
 ) -> EndUsersOut:

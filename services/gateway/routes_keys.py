@@ -41,7 +41,7 @@ async def list_keys(caller: Annotated[Principal, Depends(require("admin"))], rt:
     return KeysOut(keys=[key_out(key) for key in keys.keys])
 
 
-@router.post("/v1/keys", status_code=201, responses=errors(400, 401, 403, 413, 422, 503))
+@router.post("/v1/keys", status_code=201, responses=errors(400, 401, 403, 410, 413, 422, 503))
 async def create_key(
     wanted: KeyIn, caller: Annotated[Principal, Depends(require("admin"))], rt: Rt
 ) -> KeyCreated:

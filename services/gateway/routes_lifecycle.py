@@ -137,6 +137,9 @@ async def erase_tenant(
     caller: Annotated[Principal, Depends(require("admin"))], rt: Rt
 ) -> ErasureOut:
     """Erase the key's whole tenant: every agent as a delete does, then its specs, keys
-    (this one too), webhooks, schedules and counts. The answer is the erasure's record."""
+    (this one too), webhooks, schedules and counts. From its start nothing can be made in
+    the tenant again (410), and its keys stop working. The answer is the erasure's record."""
     by = signature(caller.key_id, caller.key_name)
-    return erasure_out(await rt.ingress.erase(caller.tenant, ErasureRequest("", by)))
+    record = await rt.ingress.erase(caller.tenant, ErasureRequest("", by))
+    rt.keys.forget()  # this gateway refuses the tenant's keys at once, not in a key cache time
+    return erasure_out(record)

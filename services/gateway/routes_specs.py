@@ -33,7 +33,7 @@ Rt = Annotated[Runtime, Depends(runtime)]
     openapi_extra={"requestBody": json_of("AgentSpec", "The spec; leave `version` out.")},
     responses={
         201: json_of("PublishedSpec", "The spec as published, with its version."),
-        **errors(400, 401, 403, 409, 413, 422, 503),
+        **errors(400, 401, 403, 409, 410, 413, 422, 503),
     },
 )
 async def publish(

@@ -43,11 +43,14 @@ async def send(
     """Send a message one-way; an agent that does not exist yet is created from the
     newest spec of `message.kind`."""
     row = await rt.projection.read(lambda store: store.agent(agent.address))
-    if row is None and message.kind is None and agent.address not in rt.recent:
+    new = row is None and agent.address not in rt.recent
+    if new:
+        await rt.keys.refuse_if_erased(agent.caller.tenant)
+    if new and message.kind is None:
         raise needs_kind(agent.address)
     if message.kind is not None:
         await require_published(rt, agent.caller.tenant, message.kind)
-    if row is None and agent.address not in rt.recent:
+    if new:
         await rt.quotas.new_agent(agent.caller.tenant)
         if agent.caller.user.startswith(VISITOR):
             rt.visitor_conversations.take(agent.caller.key_id)

@@ -2,7 +2,8 @@
 or a whole tenant, and the record of each erasure.
 
 An erasure is one invocation of journaled steps, so one interrupted by a crash goes on
-where it stopped. Its steps, in order:
+where it stopped. A tenant's erasure first sets the tenant's tombstone
+(`tombstone.py`), after which nothing of the tenant is made again. Its steps, in order:
 
 1. find what to remove, before anything is removed: the agents (in Restate's state, and in
    the projection), the ledger keys of their side-effecting calls, the artifacts no other
@@ -15,7 +16,11 @@ where it stopped. Its steps, in order:
 5. delete their projection rows, overwritten in the file, the WAL checkpointed, and
    their archived copies (`services.lifecycle.archive`);
 6. purge the finished invocations of those objects (their journals and retained results);
-7. record who asked, when and what was removed, by name and count.
+7. for a tenant: wait until no gateway takes its keys any longer (their cache time from
+   the tombstone), then steps 1 to 6 again for what came in meanwhile (an agent whose
+   first wake had begun before the tombstone, a memory written with a cached key), and
+   mark the tombstone done;
+8. record who asked, when and what was removed, by name and count.
 
 The journal of the erasure holds names, digests and counts only. What is left afterwards,
 and for how long, is in docs/operations.md ("Delete and erase").
@@ -27,6 +32,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -69,6 +75,7 @@ from services.contracts import (
     MEMORY,
     PROJECTOR,
     SCHEDULES,
+    STANDING,
     TENANT,
     TENANT_HOOKS,
     TENANT_SCHEDULES,
@@ -79,6 +86,7 @@ from services.contracts import (
 from services.durable import call, send, step_options
 from services.lifecycle.archive import ArchiveStore
 from services.lifecycle.restate_admin import RestateAdminApi, Target
+from services.lifecycle.tombstone import buried, bury, standing, wait_out_keys
 from services.projection.projector import Projection
 
 log = logging.getLogger("teaspill.lifecycle")
@@ -95,16 +103,22 @@ the `Projector`'s tenant key writes its specs, keys, documents and memories."""
 
 
 def lifecycle_object(
-    projection: Projection, admin_url: str, archive: ArchiveStore, idle_days: float = 0
+    projection: Projection,
+    admin_url: str,
+    archive: ArchiveStore,
+    idle_days: float = 0,
+    key_cache: timedelta = timedelta(0),
 ) -> restate.VirtualObject:
     """`idle_days`: `TEASPILL_ARCHIVE_IDLE_DAYS`, after which `archive_idle` archives an
-    idle agent (0: only when asked with days of its own)."""
+    idle agent (0: only when asked with days of its own); `key_cache`: how long a gateway
+    trusts a key lookup (`TEASPILL_KEY_CACHE_SECONDS`), which a tenant's erasure waits out
+    before its last pass."""
     lifecycle = restate.VirtualObject(
         LIFECYCLE,
         description="Erases agents and tenants, and records each erasure.",
         inactivity_timeout=timedelta(minutes=5),
     )
-    eraser = Eraser(projection, admin_url, archive)
+    eraser = Eraser(projection, admin_url, archive, key_cache)
 
     @lifecycle.handler(name=ERASE_AGENT.name)
     async def erase_agent(ctx: restate.ObjectContext, request: ErasureRequest) -> ErasureRecord:
@@ -135,6 +149,8 @@ def lifecycle_object(
             )
         return await archive_idle_agents(ctx, projection, days)
 
+    lifecycle.handler(name=STANDING.name, kind="shared")(standing)
+
     @lifecycle.handler(name=ERASURES.name, kind="shared")
     async def erasures(ctx: restate.ObjectSharedContext) -> ErasureList:
         return await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
@@ -143,24 +159,54 @@ def lifecycle_object(
 
 
 class Eraser:
-    def __init__(self, projection: Projection, admin_url: str, archive: ArchiveStore) -> None:
+    def __init__(
+        self,
+        projection: Projection,
+        admin_url: str,
+        archive: ArchiveStore,
+        key_cache: timedelta = timedelta(0),
+    ) -> None:
         self._projection = projection
         self._admin_url = admin_url
         self._archive = archive
+        self._key_cache = key_cache
 
     async def erase(
         self, ctx: restate.ObjectContext, what: Literal["agent", "tenant"], target: str, by: str
     ) -> ErasureRecord:
         tenant = ctx.key() if what == "tenant" else None
+        tombstone = await bury(ctx, by) if tenant is not None else None
+        swept = await self._sweep(ctx, target, tenant, "")
+        if tombstone is not None:
+            await wait_out_keys(ctx, tombstone, self._key_cache)
+            swept = swept.then(await self._sweep(ctx, target, tenant, "final "))
+            buried(ctx, tombstone)
+        at = datetime.fromtimestamp(await ctx.time(), UTC)
+        record = swept.record(at, by, what, target)
+        kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
+        ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
+        log.info(
+            "erased %s %s for %s: %d agents, %d events, %d invocations",
+            what, target, by or "-", len(record.agents), record.events, record.invocations,
+        )  # fmt: skip
+        return record
+
+    async def _sweep(
+        self, ctx: restate.ObjectContext, target: str, tenant: str | None, step: str
+    ) -> Swept:
+        """One pass over everything of the target: a tenant's erasure makes a second,
+        once no gateway takes its keys, for what came in while the first ran."""
 
         async def find() -> ErasureTargets:
             return await self._find(target, tenant)
 
-        found = await ctx.run_typed("find", find, step_options(ErasureTargets))
+        found = await ctx.run_typed(f"{step}find", find, step_options(ErasureTargets))
         objects = targets_of(found, tenant)
         schedules = 0 if tenant else await _schedules(ctx, found.agents)
-        killed = await self._admin(ctx, "stop", lambda a: Erased(invocations=a.stop_all(objects)))
-        cleared = await self._admin(ctx, "clear", lambda a: Erased(keys=a.clear(objects)))
+        killed = await self._admin(
+            ctx, f"{step}stop", lambda a: Erased(invocations=a.stop_all(objects))
+        )
+        cleared = await self._admin(ctx, f"{step}clear", lambda a: Erased(keys=a.clear(objects)))
         if tenant is None:  # a tenant's counts are cleared with it
             _give_back(ctx, found.counted, schedules)
         removed = await call(ctx, WORKSPACE_ERASE, WorkspaceErase(found.agents, found.artifacts))
@@ -170,24 +216,15 @@ class Eraser:
             await self._projection.erase(target, tenant=tenant)
             return Empty()
 
-        await ctx.run_typed("projection", rows, step_options(Empty))
+        await ctx.run_typed(f"{step}projection", rows, step_options(Empty))
         copies = await ctx.run_typed(
-            "archive", lambda: self._copies(found, tenant), step_options(Erased)
+            f"{step}archive", lambda: self._copies(found, tenant), step_options(Erased)
         )
-        purged = await self._admin(ctx, "purge", lambda a: Erased(invocations=a.purge_all(objects)))
-        at = datetime.fromtimestamp(await ctx.time(), UTC)
-        record = ErasureRecord(
-            at, by, what, target, found.agents, found.events, removed.workspaces,
-            removed.artifacts, killed.invocations + purged.invocations, cleared.keys,
-            copies.keys,
-        )  # fmt: skip
-        kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
-        ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
-        log.info(
-            "erased %s %s for %s: %d agents, %d events, %d invocations",
-            what, target, by or "-", len(found.agents), found.events, record.invocations,
-        )  # fmt: skip
-        return record
+        purged = await self._admin(
+            ctx, f"{step}purge", lambda a: Erased(invocations=a.purge_all(objects))
+        )
+        invocations = killed.invocations + purged.invocations
+        return Swept(found, removed, invocations, cleared.keys, copies.keys)
 
     def _copies(self, found: ErasureTargets, tenant: str | None) -> Erased:
         """Remove the archived copies of the agents (every copy of a tenant's)."""
@@ -213,7 +250,9 @@ class Eraser:
         def restate_side() -> tuple[set[str], tuple[str, ...], tuple[str, ...]]:
             admin = RestateAdminApi(self._admin_url)
             try:
-                agents = admin.keys_with_prefix(AGENT, prefix)
+                # A tenant's agents with an invocation but no state yet too: one made
+                # while the erasure began, or refused by its tombstone (its message kept).
+                agents = admin.keys_with_prefix(AGENT, prefix, invoked=tenant is not None)
                 hooks = hooks_of(admin, tenant) if tenant is not None else ()
                 return agents, hooks, memories_of(admin, prefix, tenant)
             finally:
@@ -291,6 +330,46 @@ async def forget_memories(ctx: restate.ObjectContext, asked: MemoryErasure) -> M
     kept = await ctx.get(RECORDS, type_hint=ErasureList) or ErasureList()
     ctx.set(RECORDS, ErasureList((*kept.records, record)[-KEEP_RECORDS:]))
     return answer
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What one pass of an erasure found and removed."""
+
+    found: ErasureTargets
+    removed: Erased
+    invocations: int
+    state_keys: int
+    archived: int
+
+    def then(self, later: Swept) -> Swept:
+        """This pass and a later one together."""
+        a, b = self.found, later.found
+        found = ErasureTargets(
+            tuple(sorted({*a.agents, *b.agents})),
+            events=a.events + b.events,
+            counted=a.counted + b.counted,
+        )
+        removed = Erased(
+            self.removed.workspaces + later.removed.workspaces,
+            self.removed.artifacts + later.removed.artifacts,
+        )
+        return Swept(
+            found,
+            removed,
+            self.invocations + later.invocations,
+            self.state_keys + later.state_keys,
+            self.archived + later.archived,
+        )
+
+    def record(
+        self, at: datetime, by: str, what: Literal["agent", "tenant"], target: str
+    ) -> ErasureRecord:
+        return ErasureRecord(
+            at, by, what, target, self.found.agents, self.found.events,
+            self.removed.workspaces, self.removed.artifacts, self.invocations,
+            self.state_keys, self.archived,
+        )  # fmt: skip
 
 
 class IdleFound(msgspec.Struct, frozen=True):

@@ -1,5 +1,7 @@
 """The `Tenant` virtual object, keyed by tenant: publishes specs and keeps API keys.
 
+Nothing is published or added once the tenant's erasure has begun (its tombstone, 410).
+
 Its state is the source of truth; every change is also sent one-way to the projector,
 which is what the gateway reads.
 """
@@ -41,6 +43,7 @@ from services.contracts import KEYS as KEYS_HANDLER
 from services.durable import send
 from services.endusers import problem as end_users_problem
 from services.keys import publishable_problem
+from services.lifecycle.tombstone import refuse_if_erased
 from services.settings import settings
 from services.specs import Offer, SpecError, parse_spec
 
@@ -81,6 +84,7 @@ def limits() -> TenantLimits:
 @tenant.handler(name=PUBLISH.name, input_serde=restate.serde.BytesSerde())
 async def publish(ctx: restate.ObjectContext, raw: bytes) -> PublishedSpec:
     spec = _checked(raw, ctx.key())
+    await refuse_if_erased(ctx, ctx.key())
     stored = await ctx.get(spec_key(spec.kind), type_hint=SpecVersions) or SpecVersions()
     await _check_room(ctx, spec.kind, stored, limits())
     versions = next_version(stored, ctx.key(), spec, await _now(ctx))
@@ -141,6 +145,7 @@ async def spec(ctx: restate.ObjectSharedContext, query: SpecQuery) -> SpecAnswer
 
 @tenant.handler(name=ADD_KEY.name)
 async def add_key(ctx: restate.ObjectContext, key: ApiKey) -> ApiKey:
+    await refuse_if_erased(ctx, ctx.key())
     keys = await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
     ctx.set(KEYS, with_key(keys, ctx.key(), key))
     send(ctx, PROJECT_KEY, key, key=ctx.key())
@@ -197,6 +202,7 @@ async def set_end_users(ctx: restate.ObjectContext, wanted: EndUsers) -> EndUser
     whether visitors without one are taken."""
     if (problem := end_users_problem(wanted)) is not None:
         raise restate.TerminalError(problem, 400)
+    await refuse_if_erased(ctx, ctx.key())
     keys = await ctx.get(KEYS, type_hint=TENANT_KEYS.type) or Keys()
     registered = msgspec.structs.replace(wanted, registered_at=await _now(ctx))
     ctx.set(KEYS, msgspec.structs.replace(keys, end_users=registered))

@@ -6,8 +6,10 @@ artifact or log; another tenant's agents are untouched. Forking through the gate
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,9 +20,10 @@ import msgspec
 import pytest
 
 from schemas.tenant import Scope
+from schemas.wake import Message
 from services.contracts import ADD_KEY, ERASURES, KNOWLEDGE, MEMORY, PROJECTOR, TENANT, Empty
 from services.executor.scripted import script
-from services.ingress import Ingress
+from services.ingress import Ingress, IngressError
 from services.keys import new_key
 from services.lifecycle.restate_admin import RestateAdminApi
 from services.projection.store import ProjectionStore
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.durable
 
 CREATED = datetime(2026, 12, 1, tzinfo=UTC)
 MARKER = "zebra-quartz-7731"
+ERASED = "Tenant {} was erased: nothing can be made in it again, keys included."
 OTHER = "otter-basalt-1947"
 TABLES = (
     "state",
@@ -74,6 +78,12 @@ class Live:
             "a new key to work",
         )
         return auth
+
+    def refused_key(self, tenant: str) -> None:
+        """A new key of an erased tenant is refused, 410, with the tombstone's sentence."""
+        with pytest.raises(IngressError) as refused:
+            self.ingress.call(ADD_KEY, new_key(tenant, "admin", CREATED)[1], tenant)
+        assert (refused.value.status, refused.value.message) == (410, ERASED.format(tenant))
 
     def send(self, auth: dict[str, str], address: str, text: str) -> None:
         body = {"text": text, "kind": "keeper"}
@@ -272,13 +282,11 @@ def test_erasing_a_tenant_leaves_its_marker_nowhere_and_another_tenant_untouched
     assert set(record["agents"]) == {"acme.keeper", "acme.busy", "acme.sleeper"}
     assert record["archived"] == 1
     assert MARKER not in erased.text
-    assert live.http.get("/v1/agents", headers=acme).status_code in (200, 401)
-    fresh = live.key("acme")
-    assert live.http.get("/v1/agents", headers=fresh).json()["agents"] == []
+    assert live.http.get("/v1/agents", headers=acme).status_code == 401
+    live.refused_key("acme")
     for address in ("acme.keeper", "acme.busy", "acme.sleeper"):
-        assert live.http.get(f"/v1/agents/{address}", headers=fresh).status_code == 404
         assert live.ingress.timeline(address).events == ()
-    assert live.http.get("/v1/specs", headers=fresh).json() == {"versions": []}
+    assert not _projection_holds(live.settings, "acme.")
     assert _restate_rows(live.settings, MARKER) == dict.fromkeys(TABLES, 0)
     assert _outputs_holding(live.settings, MARKER) == []
     assert set(_invocations_of(live.settings, "acme")) & set(keyed) == set(), "purged"
@@ -375,3 +383,101 @@ def test_a_fork_through_the_gateway(live: Live) -> None:
         "/v1/agents/other.origin/fork", json={"seq": 1, "address": "acme.branch"}, headers=other
     )
     assert foreign.status_code == 404
+
+
+def _held_under(settings: Settings, tenant: str) -> set[tuple[str, str]]:
+    """(service, key) of every object holding state keyed by the tenant or under it."""
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query(
+            "select distinct service_name, service_key from state"  # noqa: S608
+            f" where starts_with(service_key, '{tenant}')"
+        )
+    finally:
+        admin.close()
+    return {(str(r["service_name"]), str(r["service_key"])) for r in rows}
+
+
+def _unfinished_wakes(settings: Settings, tenant: str) -> int:
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query(
+            "select id from sys_invocation where target_service_name = 'Agent'"  # noqa: S608
+            f" and starts_with(target_service_key, '{tenant}.') and status != 'completed'"
+        )
+    finally:
+        admin.close()
+    return len(rows)
+
+
+def test_agents_made_while_a_tenant_is_erased_do_not_survive_it(live: Live) -> None:
+    """Messages to new addresses of the tenant keep arriving (straight through ingress, as
+    a gateway with a cached key would send them) before, during and after its erasure:
+    none of those agents is left, a wake that makes one once the erasure has begun is
+    refused with the tombstone's sentence, and neither a key nor an agent can be made in
+    the tenant afterwards."""
+    racer = live.key("racer")
+    assert live.http.post("/v1/specs", json=SPEC, headers=racer).status_code == 201
+    live.send(racer, "racer.first", "hello")
+    live.ended(racer, "racer.first")
+    stop, sent = threading.Event(), list[str]()
+
+    def make_agents() -> None:
+        with contextlib.closing(Ingress(live.settings.ingress_url)) as ingress:
+            while not stop.is_set():
+                address = f"racer.new{len(sent)}"
+                ingress.send_message(address, Message("hello", kind="keeper"))
+                sent.append(address)
+                stop.wait(0.05)
+
+    maker = threading.Thread(target=make_agents)
+    maker.start()
+    try:
+        eventually(lambda: len(sent) >= 5 or None, 30, "agents being made")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            erasing = pool.submit(live.http.delete, "/v1/tenant", headers=racer)
+            eventually(lambda: _tombstone(live.settings, "racer") or None, 30, "the tombstone")
+            with pytest.raises(IngressError) as refused:
+                live.ingress.wake("racer.during", Message("hello", kind="keeper"))
+            erasing_now = ERASED.format("racer").replace("was erased", "is being erased")
+            assert (refused.value.status, refused.value.message) == (410, erasing_now)
+            through = live.http.post(
+                "/v1/agents/racer.gateway/messages", json={"text": "hi", "kind": "keeper"},
+                headers=racer,
+            )  # fmt: skip
+            # 410 while the gateway's cache still holds the key, 401 once it looked again
+            assert through.status_code in (401, 410), through.text
+            assert through.json()["error"]["message"] == erasing_now
+            erased = erasing.result(timeout=300)
+        after = len(sent)
+        eventually(lambda: len(sent) >= after + 5 or None, 30, "agents sent to afterwards")
+    finally:
+        stop.set()
+        maker.join()
+
+    assert erased.status_code == 200, erased.text
+    assert "racer.first" in erased.json()["agents"]
+    eventually(lambda: _unfinished_wakes(live.settings, "racer") == 0 or None, 60, "wakes to end")
+    assert _held_under(live.settings, "racer") == {("Lifecycle", "racer")}
+    assert not _projection_holds(live.settings, "racer.")
+    with pytest.raises(IngressError) as late:
+        live.ingress.wake("racer.late", Message("hello", kind="keeper"))
+    assert (late.value.status, late.value.message) == (410, ERASED.format("racer"))
+    live.refused_key("racer")
+    answer = live.http.post(
+        "/v1/agents/racer.late/messages", json={"text": "hi", "kind": "keeper"}, headers=racer
+    )
+    assert answer.status_code == 401, answer.text
+    assert _held_under(live.settings, "racer") == {("Lifecycle", "racer")}
+
+
+def _tombstone(settings: Settings, tenant: str) -> bool:
+    admin = RestateAdminApi(settings.admin_url)
+    try:
+        rows = admin.query(
+            "select key from state where service_name = 'Lifecycle'"  # noqa: S608
+            f" and service_key = '{tenant}' and key = 'tombstone'"
+        )
+    finally:
+        admin.close()
+    return bool(rows)
