@@ -1,10 +1,12 @@
 """A chaos run on the cluster layout: ten agents take three turns each, every turn two
 side-effecting ledger calls, while one Restate node, one endpoint replica and one gateway
 are SIGKILLed at moments a seeded random draw picks (and each is started again once the
-run has gone on without it). Every turn ends, nothing is lost, no call's effect happens
-twice, every timeline is contiguous, an SSE follower on each gateway sees every event
-exactly once (reconnecting with its cursor after its gateway is killed), and the
-projection's copy equals every agent's own timeline.
+run has gone on without it), and so is the layout's PostgreSQL, the read side (SIGKILLed
+or given its fast stop): the projection falls behind while it is down. Every turn ends,
+nothing is lost, no call's effect happens twice, every timeline is contiguous, an SSE
+follower on each gateway sees every event exactly once (reconnecting with its cursor after
+its gateway is killed), and the projection's copy equals every agent's own timeline:
+delayed, nothing lost.
 
 The seed is printed; `TEASPILL_CHAOS_SEED=<seed>` runs the same draw again."""
 
@@ -46,7 +48,7 @@ CALLS = 2
 """Ledger calls per turn, one per round."""
 CALLS_ALL = AGENTS * TURNS * CALLS
 DOWN_FOR = 3
-"""Ledger lines the run must write with a part down before the part is started again."""
+"""Ledger calls the run must start with a part down before the part is started again."""
 SPEC = AgentSpec(kind="chaos", instructions="Follow the script.", model="script", tools=("ledger",))
 
 
@@ -104,6 +106,7 @@ class Follower:
     auth: dict[str, str]
     events: list[Event] = field(default_factory=list)
     connections: int = 0
+    connected: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     quit: threading.Event = field(default_factory=threading.Event)
 
@@ -129,6 +132,7 @@ class Follower:
             if answer.status_code != httpx.codes.OK:
                 return False  # 404 before its first event is projected, 503 while starting
             self.connections += 1
+            self.connected.set()
             parser = FrameParser()
             for line in answer.iter_lines():
                 frame = parser.line(line)
@@ -145,27 +149,34 @@ class Follower:
 
 @dataclass
 class Kill:
-    """SIGKILL of a part once the run has written `at` ledger lines; started again once
-    it wrote `DOWN_FOR` more (the run goes on without it meanwhile)."""
+    """SIGKILL (or a stop) of a part once the run has started `at` ledger calls; started
+    again once it started `DOWN_FOR` more (the run goes on without it meanwhile). `watch`,
+    if given, is read when the part goes down and again just before it starts (`watched`)."""
 
     name: str
     kill: Callable[[], None]
     start: Callable[[], None]
     at: int
+    watch: Callable[[], int] | None = None
+    watched: tuple[int, int] = (0, 0)
     error: BaseException | None = None
     seconds_down: float = 0.0
     quit: threading.Event = field(default_factory=threading.Event)
 
     def run(self, progress: Callable[[], int]) -> None:
         try:
-            self._until(lambda: progress() >= self.at, f"{self.at} ledger lines")
+            self._until(lambda: progress() >= self.at, f"{self.at} ledger calls")
             self.kill()
-            killed, seen = time.monotonic(), progress()
+            killed, seen, before = time.monotonic(), progress(), self._watch()
             self._until(lambda: progress() >= seen + DOWN_FOR, f"progress without {self.name}")
+            self.watched = (before, self._watch())
             self.start()
             self.seconds_down = time.monotonic() - killed
         except BaseException as error:  # noqa: BLE001 - raised by the test's thread
             self.error = error
+
+    def _watch(self) -> int:
+        return self.watch() if self.watch is not None else 0
 
     def _until(self, probe: Callable[[], bool], what: str) -> None:
         def done() -> bool | None:
@@ -180,15 +191,22 @@ def kill_of(name: str, part: Part, at: int) -> Kill:
     return Kill(name, part.kill, lambda: part.start(120), at)
 
 
-def draw(rng: random.Random, cluster: Cluster) -> list[Kill]:
+def draw(rng: random.Random, cluster: Cluster, followed: Callable[[], int]) -> list[Kill]:
     """One node, one replica and one gateway, each at its own moment in the first two
-    thirds of the run (by ledger lines written)."""
+    thirds of the run (by ledger calls started); and the layout's PostgreSQL, SIGKILLed or
+    given its fast stop, watching how many events reach the followers while it is down."""
     node = rng.choice(cluster.nodes)
     named: list[tuple[str, Part]] = [(f"restate node {node.node.name}", node)]
     named += [
         (part.name, part) for part in (rng.choice(cluster.endpoints), rng.choice(cluster.gateways))
     ]
-    return [kill_of(name, part, rng.randint(4, 2 * CALLS_ALL // 3)) for name, part in named]
+    kills = [kill_of(name, part, rng.randint(4, 2 * CALLS_ALL // 3)) for name, part in named]
+    if (postgres := cluster.postgres) is not None:
+        how = rng.choice(("SIGKILL", "fast stop"))
+        down = postgres.kill if how == "SIGKILL" else postgres.stop
+        at = rng.randint(4, 2 * CALLS_ALL // 3)
+        kills.append(Kill(f"PostgreSQL ({how})", down, lambda: postgres.start(120), at, followed))
+    return kills
 
 
 @dataclass
@@ -203,10 +221,19 @@ class Chaos:
     threads: list[threading.Thread] = field(default_factory=list)
 
     def __enter__(self) -> Chaos:
-        self.threads = [threading.Thread(target=k.run, args=(self.progress,)) for k in self.kills]
-        self.threads += [threading.Thread(target=f.run, daemon=True) for f in self.followers]
+        """The followers first; the kills once every follower is connected, so that a
+        gateway's kill cuts its followers' streams."""
+        self.threads = [threading.Thread(target=f.run, daemon=True) for f in self.followers]
         for thread in self.threads:
             thread.start()
+        unconnected = [f for f in self.followers if not f.connected.wait(60)]
+        if unconnected:
+            self.__exit__()
+            raise AssertionError(f"followers never connected: {unconnected}")
+        kills = [threading.Thread(target=k.run, args=(self.progress,)) for k in self.kills]
+        for thread in kills:
+            thread.start()
+        self.threads = kills + self.threads
         return self
 
     def restarted(self) -> None:
@@ -260,13 +287,18 @@ def test_a_chaos_run_loses_nothing_and_repeats_nothing(
                 wake = Message(turn_script(rng, turn), spec=SPEC)
                 ingress.send_wake(address, wake, idempotency_key=f"{address}-turn-{turn}")
         followers = [Follower(g.url, a, auth) for g in cluster.gateways for a in addresses]
-        kills = draw(rng, cluster)
-        record_property("kills", ", ".join(f"{k.name} at line {k.at}" for k in kills))
-        with Chaos(followers, kills, lambda: len(read(ledger_path(home)))) as chaos:
+        kills = draw(rng, cluster, lambda: sum(len(f.events) for f in followers))
+        record_property("kills", ", ".join(f"{k.name} at call {k.at}" for k in kills))
+        with Chaos(followers, kills, lambda: len(read(started_path(home)))) as chaos:
             ended = every_turn_ended(live, addresses)
             chaos.restarted()
             record_property("run (s)", round(time.monotonic() - started, 1))
             record_property("down (s)", [round(k.seconds_down, 1) for k in kills])
+            for kill in kills[3:]:
+                before, after = kill.watched
+                record_property(
+                    f"events reaching followers while {kill.name} was down", after - before
+                )
             timelines = {a: live.events(a) for a in addresses}
             check_run(live, timelines, ended, record_property)
             check_followers(followers, timelines, record_property)
