@@ -16,6 +16,13 @@ class Finished(msgspec.Struct, frozen=True):
     """Files the call created or changed (workspace commands)."""
 
 
+class Begin(msgspec.Struct, frozen=True):
+    """The input of `Effects.begin`: the agent whose call it is (the idempotency key's
+    first part), kept beside the entry so an erasure finds it in Restate by its agent."""
+
+    owner: str = ""
+
+
 class Effect(msgspec.Struct, frozen=True):
     """One key's entry: present once the call started; `finished` once it returned."""
 

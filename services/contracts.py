@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from schemas.effects import Claim, Finished
+from schemas.effects import Begin, Claim, Finished
 from schemas.events import (
     AgentStatus,
     Approvals,
@@ -255,7 +255,7 @@ ERASE_MEMORIES = Handler(LIFECYCLE, "erase_memories", MemoryErasure, MemoryAnswe
 that they were forgotten (who, when, which scope; never their text)."""
 ARCHIVE_IDLE = Handler(LIFECYCLE, "archive_idle", ArchiveIdle, IdleArchived)
 """Keyed by the tenant: archive its agents idle past the days asked (or the setting)."""
-BEGIN_EFFECT = Handler(EFFECTS, "begin", Empty, Claim)
+BEGIN_EFFECT = Handler(EFFECTS, "begin", Begin, Claim)
 """Keyed by the digest of an idempotency key: the first begin is the one that may act."""
 FINISH_EFFECT = Handler(EFFECTS, "finish", Finished, Empty)
 EXPIRE_EFFECT = Handler(EFFECTS, "expire", Empty, Empty)

@@ -22,8 +22,8 @@ from typing import Protocol
 
 import httpx
 
-from schemas.effects import Claim, Finished
-from services.contracts import BEGIN_EFFECT, FINISH_EFFECT, Empty
+from schemas.effects import Begin, Claim, Finished
+from services.contracts import BEGIN_EFFECT, FINISH_EFFECT
 from services.ingress import Ingress, IngressError
 
 log = logging.getLogger("teaspill.effects")
@@ -33,6 +33,12 @@ FINISH_ATTEMPTS = 3
 def ledger_key(idempotency_key: str) -> str:
     """The `Effects` object's key: a digest, so any idempotency key makes a valid one."""
     return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def owner_of(idempotency_key: str) -> str:
+    """The agent an idempotency key (`agent/turn/round/call`) names."""
+    agent, slash, _ = idempotency_key.partition("/")
+    return agent if slash else ""
 
 
 class EffectLedger(Protocol):
@@ -54,7 +60,8 @@ class RestateLedger:
         self._ingress = Ingress(ingress_url, timeout=timeout)
 
     def begin(self, idempotency_key: str) -> Claim:
-        return self._ingress.call(BEGIN_EFFECT, Empty(), ledger_key(idempotency_key))
+        begun = Begin(owner_of(idempotency_key))
+        return self._ingress.call(BEGIN_EFFECT, begun, ledger_key(idempotency_key))
 
     def finish(self, idempotency_key: str, finished: Finished) -> None:
         for attempt in range(1, FINISH_ATTEMPTS + 1):

@@ -6,7 +6,8 @@ where it stopped. A tenant's erasure first sets the tenant's tombstone
 (`tombstone.py`), after which nothing of the tenant is made again. Its steps, in order:
 
 1. find what to remove, before anything is removed: the agents (in Restate's state, and in
-   the projection), the ledger keys of their side-effecting calls, the artifacts no other
+   the projection), the ledger keys of their side-effecting calls (the `Effects` entries
+   that name them as their owner, and those the projection's events show), the artifacts no other
    agent wrote, and (for a tenant) its webhooks;
 2. kill every invocation of those objects that has not finished (queued ones first), so
    nothing in flight writes again;
@@ -84,6 +85,7 @@ from services.contracts import (
     Empty,
 )
 from services.durable import call, send, step_options
+from services.effects.object import OWNER
 from services.lifecycle.archive import ArchiveStore
 from services.lifecycle.restate_admin import RestateAdminApi, Target
 from services.lifecycle.tombstone import buried, bury, standing, wait_out_keys
@@ -247,21 +249,26 @@ class Eraser:
     async def _find(self, prefix: str, tenant: str | None) -> ErasureTargets:
         held = await self._projection.erasable(prefix)
 
-        def restate_side() -> tuple[set[str], tuple[str, ...], tuple[str, ...]]:
+        def restate_side() -> tuple[set[str], tuple[str, ...], tuple[str, ...], set[str]]:
             admin = RestateAdminApi(self._admin_url)
             try:
                 # A tenant's agents with an invocation but no state yet too: one made
                 # while the erasure began, or refused by its tombstone (its message kept).
                 agents = admin.keys_with_prefix(AGENT, prefix, invoked=tenant is not None)
                 hooks = hooks_of(admin, tenant) if tenant is not None else ()
-                return agents, hooks, memories_of(admin, prefix, tenant)
+                effects = admin.keys_owned(EFFECTS, OWNER, prefix)
+                return agents, hooks, memories_of(admin, prefix, tenant), effects
+
             finally:
                 admin.close()
 
-        agents, hooks, memories = await asyncio.to_thread(restate_side)
+        agents, hooks, memories, effects = await asyncio.to_thread(restate_side)
+        # The projection names the calls its events show (entries begun before entries
+        # named their agent too); Restate, every entry begun, projected yet or not.
+        effects |= {ledger_key(key) for key in held.idempotency_keys}
         return ErasureTargets(
             tuple(sorted(agents | set(held.agents))),
-            tuple(ledger_key(key) for key in held.idempotency_keys),
+            tuple(sorted(effects)),
             held.artifacts,
             hooks,
             held.events,

@@ -74,6 +74,19 @@ class RestateAdminApi:
             keys |= {str(r["target_service_key"]) for r in rows}
         return keys
 
+    def keys_owned(self, service: str, name: str, prefix: str) -> set[str]:
+        """Keys of `service` whose state value `name` is the JSON string `prefix` or one
+        starting with `prefix.` (an agent's address, or one under it)."""
+        _check(service)
+        _check(name)
+        _check(prefix)
+        rows = self.query(
+            "select distinct service_key from state"  # noqa: S608
+            f" where service_name = '{service}' and key = '{name}'"
+            f""" and (value_utf8 = '"{prefix}"' or starts_with(value_utf8, '"{prefix}.'))"""
+        )
+        return {str(r["service_key"]) for r in rows}
+
     def invocations(self, targets: Iterable[Target], *, completed: bool) -> list[str]:
         """Ids of the invocations of the targets, finished or not."""
         wanted = {(t.service, t.key) for t in targets}

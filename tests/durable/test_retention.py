@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from schemas.effects import Finished
+from schemas.effects import Begin, Finished
 from schemas.harness import ToolResult
-from services.contracts import BEGIN_EFFECT, EFFECTS, FINISH_EFFECT, Empty
+from services.contracts import BEGIN_EFFECT, EFFECTS, FINISH_EFFECT
 from services.effects.ledger import ledger_key
 from services.ingress import Ingress
 from services.lifecycle.restate_admin import RestateAdminApi
@@ -36,7 +36,7 @@ def test_a_finished_effect_entry_is_pruned_after_the_retention_and_a_begun_one_k
         closing(RestateAdminApi(settings.admin_url)) as admin,
     ):
         for key in (done, interrupted):
-            assert ingress.call(BEGIN_EFFECT, Empty(), key).first
+            assert ingress.call(BEGIN_EFFECT, Begin(), key).first
         result = ToolResult("c1", "run_command", "ok", "done")
         ingress.call(FINISH_EFFECT, Finished(result), done)
         assert admin.keys_with_prefix(EFFECTS, done) == {done}
@@ -46,7 +46,7 @@ def test_a_finished_effect_entry_is_pruned_after_the_retention_and_a_begun_one_k
         )
 
         assert admin.keys_with_prefix(EFFECTS, interrupted) == {interrupted}
-        again = ingress.call(BEGIN_EFFECT, Empty(), interrupted)
+        again = ingress.call(BEGIN_EFFECT, Begin(), interrupted)
         assert (again.first, again.finished) == (False, None)
 
 
@@ -62,7 +62,7 @@ def test_a_finished_invocations_journal_is_kept_for_the_journal_retention(
         closing(Ingress(settings.ingress_url)) as ingress,
         RestateAdmin(settings.admin_url) as admin,
     ):
-        assert ingress.call(BEGIN_EFFECT, Empty(), ledger_key("test.a/t1/r1/c1")).first
+        assert ingress.call(BEGIN_EFFECT, Begin(), ledger_key("test.a/t1/r1/c1")).first
         services = httpx.get(f"{settings.admin_url}/services").json()["services"]
         # The admin API leaves the field out of a service that keeps no journal by default.
         kept = {service["name"]: service.get("journal_retention") for service in services}

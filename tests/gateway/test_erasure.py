@@ -19,9 +19,21 @@ import httpx
 import msgspec
 import pytest
 
+from schemas.effects import Finished
+from schemas.harness import ToolResult
 from schemas.tenant import Scope
 from schemas.wake import Message
-from services.contracts import ADD_KEY, ERASURES, KNOWLEDGE, MEMORY, PROJECTOR, TENANT, Empty
+from services.contracts import (
+    ADD_KEY,
+    EFFECTS,
+    ERASURES,
+    KNOWLEDGE,
+    MEMORY,
+    PROJECTOR,
+    TENANT,
+    Empty,
+)
+from services.effects.ledger import RestateLedger, ledger_key
 from services.executor.scripted import script
 from services.ingress import Ingress, IngressError
 from services.keys import new_key
@@ -481,3 +493,49 @@ def _tombstone(settings: Settings, tenant: str) -> bool:
     finally:
         admin.close()
     return bool(rows)
+
+
+def test_an_erasure_finds_the_effect_entries_in_restate_not_only_in_the_projection(
+    live: Live,
+) -> None:
+    """Entries of side-effecting calls the projection does not show (begun as a workspace
+    command's step begins them, no event of theirs projected): deleting an agent removes
+    its own, erasing the tenant the rest; another tenant's stays."""
+    auth = live.key("ledger")
+    assert live.http.post("/v1/specs", json=SPEC, headers=auth).status_code == 201
+    for agent in ("ledger.a", "ledger.b"):
+        live.send(auth, agent, "hello")
+        live.ended(auth, agent)
+    calls = ("ledger.a/t7/r1/call_9", "ledger.a.t1r1c0/t1/r1/call_0", "ledger.b/t7/r1/call_9")
+    keep = "other.keeper/t9/r1/call_9"
+    ledger = RestateLedger(live.settings.ingress_url)
+    try:
+        for call in (*calls, keep):
+            assert ledger.begin(call).first
+    finally:
+        ledger.close()
+    admin = RestateAdminApi(live.settings.admin_url)
+    try:
+
+        def held() -> set[str]:
+            entries = (*calls, keep)
+            return {c for c in entries if admin.keys_with_prefix(EFFECTS, ledger_key(c))}
+
+        assert held() == {*calls, keep}
+
+        deleted = live.http.delete("/v1/agents/ledger.a", headers=auth)
+        assert deleted.status_code == 200, deleted.text
+        assert held() == {"ledger.b/t7/r1/call_9", keep}
+        # The command's step returning after the erasure writes its entry no more.
+        finishing = RestateLedger(live.settings.ingress_url)
+        try:
+            finishing.finish(calls[0], Finished(ToolResult("call_9", "run_command", "ok", "x")))
+        finally:
+            finishing.close()
+        assert held() == {"ledger.b/t7/r1/call_9", keep}
+
+        erased = live.http.delete("/v1/tenant", headers=auth)
+        assert erased.status_code == 200, erased.text
+        assert held() == {keep}
+    finally:
+        admin.close()
