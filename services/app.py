@@ -142,9 +142,8 @@ def _execution(services: Services, closers: list[Closer]) -> ModelRunner:
     config = settings()
     client = httpx.AsyncClient()
     models = default_models(config, config.model_modules, client)
-    live = None
-    if config.live_token:
-        live = http_post(config.live_push_url, config.live_token, client)
+    token = config.live_token
+    live = [http_post(url, token, client) for url in config.live_targets] if token else []
     runner = ModelRunner(models, live, config.local_only_tenants)
     services.append(model_service(runner))
     closers.append(lambda: asyncio.to_thread(runner.close))

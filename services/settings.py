@@ -236,6 +236,12 @@ class Settings(BaseSettings):
         description="Where the execution plane pushes live deltas; empty: the gateway on "
         "this machine (127.0.0.1 and TEASPILL_GATEWAY_PORT).",
     )
+    live_urls: tuple[str, ...] = Field(
+        default=(),
+        description="Gateways the execution plane pushes live deltas to, each on its own "
+        'and from its own offset (a JSON list, e.g. ["http://10.0.0.5:8000"]); empty: '
+        "TEASPILL_LIVE_URL's one.",
+    )
     live_token: str = Field(
         default="",
         description="Shared secret the execution plane uses to push live deltas to the "
@@ -432,6 +438,11 @@ class Settings(BaseSettings):
     def live_push_url(self) -> str:
         """The gateway the execution plane pushes live deltas to."""
         return self.live_url or f"http://127.0.0.1:{self.gateway_port}"
+
+    @property
+    def live_targets(self) -> tuple[str, ...]:
+        """The gateways the execution plane pushes live deltas to."""
+        return self.live_urls or (self.live_push_url,)
 
     @property
     def notify_secret(self) -> str:

@@ -1,9 +1,12 @@
-"""Live text on its way to the gateway while the model writes.
+"""Live text on its way to the gateways while the model writes.
 
-Nothing here is journaled: if a push fails the text is sent again, longer, with the next
-one (each push starts at the last offset the gateway took), so a follower sees larger
-pieces, never a gap. If the gateway is gone the text is simply not shown live; the
-recorded `model_message` carries all of it.
+Nothing here is journaled. Each gateway is pushed to on its own and from its own offset:
+the last one it took, as it said in its answer (the length of the round's text it holds).
+If a push fails the text is sent again, longer, with the next one, so a follower sees
+larger pieces, never a gap; a gateway that holds less than it was sent from (it started
+again and lost what it had) says so, and gets the whole text with the next push. If a
+gateway is gone the text is simply not shown live there; the recorded `model_message`
+carries all of it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
 import msgspec
@@ -19,7 +22,9 @@ import msgspec
 from schemas.live import LiveBatch, LiveDelta
 from schemas.model import ModelRequest
 
-Post = Callable[[LiveBatch], Awaitable[bool]]
+Post = Callable[[LiveBatch], Awaitable[int | None]]
+"""Push one delta to one gateway: the length of the round's text it now holds, or None
+when it did not answer."""
 INTERVAL = 0.05
 TOKEN_HEADER = "x-teaspill-live-token"  # noqa: S105 - a header name, not a secret
 
@@ -28,30 +33,33 @@ class LiveText:
     """The text of one attempt of one round: written from the model's thread, pushed from
     the event loop."""
 
-    def __init__(self, request: ModelRequest, post: Post) -> None:
+    def __init__(self, request: ModelRequest, posts: Sequence[Post]) -> None:
         self._request = request
-        self._post = post
+        self._posts = tuple(posts)
         self._attempt = secrets.token_hex(8)
         self._lock = threading.Lock()
         self._text = ""
-        self._acked = 0
+        self._acked = [0] * len(self._posts)
 
     def write(self, piece: str) -> None:
         with self._lock:
             self._text += piece
 
     async def push(self) -> None:
+        """What each gateway has not taken yet, to every gateway at once."""
         with self._lock:
             text = self._text
-        if len(text) == self._acked:
-            return
-        request = self._request
+        behind = [i for i, acked in enumerate(self._acked) if acked < len(text)]
+        await asyncio.gather(*(self._push_to(i, text) for i in behind))
+
+    async def _push_to(self, gateway: int, text: str) -> None:
+        request, acked = self._request, self._acked[gateway]
         delta = LiveDelta(
-            request.agent, request.turn, request.round, self._attempt, self._acked,
-            text[self._acked :],
-        )  # fmt: skip
-        if await self._post(LiveBatch((delta,))):
-            self._acked = len(text)
+            request.agent, request.turn, request.round, self._attempt, acked, text[acked:]
+        )
+        held = await self._posts[gateway](LiveBatch((delta,)))
+        if held is not None:
+            self._acked[gateway] = min(held, len(text))
 
     async def run(self, interval: float = INTERVAL) -> None:
         """Push every `interval` until cancelled."""
@@ -60,8 +68,15 @@ class LiveText:
             await self.push()
 
 
+class _Taken(msgspec.Struct):
+    held: tuple[int, ...] = ()
+
+
 def http_post(gateway_url: str, token: str, client: httpx.AsyncClient) -> Post:
-    async def post(batch: LiveBatch) -> bool:
+    """Push to the gateway at `gateway_url`; a gateway that answers without `held` (an
+    older one) is taken to hold all it was sent."""
+
+    async def post(batch: LiveBatch) -> int | None:
         try:
             response = await client.post(
                 f"{gateway_url}/internal/live",
@@ -70,7 +85,14 @@ def http_post(gateway_url: str, token: str, client: httpx.AsyncClient) -> Post:
                 timeout=1.0,
             )
         except httpx.HTTPError:
-            return False
-        return response.status_code < 300
+            return None
+        if response.status_code >= 300:
+            return None
+        last = batch.deltas[-1]
+        try:
+            held = msgspec.json.decode(response.content, type=_Taken).held
+        except msgspec.DecodeError:
+            held = ()
+        return held[-1] if held else last.offset + len(last.text)
 
     return post

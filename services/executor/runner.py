@@ -63,13 +63,13 @@ class ModelCrashedError(Exception):
 
 
 class ModelRunner:
-    """`live`, when given, receives the text of replies as it is written. Agents of
-    `local_only_tenants` run only on local models."""
+    """`live`: the gateways that receive the text of replies as it is written (none: it
+    is not shown live). Agents of `local_only_tenants` run only on local models."""
 
     def __init__(
         self,
         models: ModelRegistry,
-        live: Post | None = None,
+        live: Sequence[Post] = (),
         local_only_tenants: Iterable[str] = (),
     ) -> None:
         self._models = models
@@ -155,7 +155,7 @@ class ModelRunner:
     async def _generate(self, name: str, request: ModelRequest, cancelled: Cancelled) -> ModelReply:
         """One attempt on one model, stamped with when it ran (inside the journaled step)."""
         live = self._live
-        text = LiveText(request, live) if live is not None and request.agent else None
+        text = LiveText(request, live) if live and request.agent else None
         pusher = asyncio.create_task(text.run()) if text is not None else None
         started = time.time()  # noqa: TID251 - inside the journaled step: replay reads it back
         try:

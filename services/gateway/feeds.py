@@ -219,9 +219,11 @@ class Hub:
         feed = self._feeds.get(agent)
         return feed.rounds.snapshot() if feed is not None else []
 
-    def live(self, deltas: Sequence[LiveDelta]) -> int:
-        """Apply pushed deltas; returns how many brought something new."""
+    def live(self, deltas: Sequence[LiveDelta]) -> tuple[int, list[int]]:
+        """Apply pushed deltas; returns how many brought something new, and how much of
+        each one's round this gateway holds after it (`LiveRounds.held`)."""
         fresh = 0
+        held: list[int] = []
         now = time.monotonic()
         for delta in deltas:
             feed = self._feed(delta.agent)
@@ -229,7 +231,8 @@ class Hub:
             for item in items:
                 feed.publish(item)
             fresh += bool(items)
-        return fresh
+            held.append(feed.rounds.held(delta))
+        return fresh, held
 
     @property
     def feeds(self) -> int:

@@ -1,8 +1,8 @@
 """Live token deltas: the text of each round in progress, kept until it is recorded.
 
 Pure state, no I/O. `LiveRounds` is the gateway's copy per agent: it appends only what is
-new (a delta's `offset` tells a repeat from a gap), ignores a gap (the executor re-sends
-from its last acknowledged offset, so the text later arrives in one larger piece), and
+new (a delta's `offset` tells a repeat from a gap), ignores a gap (its answer says what it
+holds, and the executor re-sends from there, so the text arrives in one larger piece), and
 takes a round's text back when a new attempt of the round starts. `LiveView` is what one
 follower has been shown, so that each follower's stream stays contiguous however it
 joined. A round is forgotten once its `model_message` (or its turn's end) is recorded.
@@ -94,6 +94,17 @@ class LiveRounds:
             current.length += len(part)
             current.touched = now
         return items
+
+    def held(self, delta: LiveDelta) -> int:
+        """How far the execution plane may go on from after `delta`: the length of the
+        round's text this gateway holds, less than the delta's end when it came after a
+        gap (so the rest is sent again from there), and all of it when no more is wanted
+        (the round is recorded, or that attempt taken back)."""
+        end = delta.offset + len(delta.text)
+        current = self._rounds.get(key_of(delta))
+        if current is None or delta.attempt != current.attempt:
+            return end
+        return current.length
 
     def supersede(self, key: RoundKey) -> None:
         self.done = max(self.done, key)

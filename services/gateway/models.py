@@ -176,6 +176,11 @@ class Health(Strict):
 class LiveAccepted(Strict):
     deltas: int = Field(description="How many deltas the batch held.")
     fresh: int = Field(description="How many brought text followers had not had.")
+    held: list[int] = Field(
+        description="Per delta, the length of its round's text this gateway holds after "
+        "it: where the next push to this gateway starts (less than the delta's end after a "
+        "gap, which the next push fills)."
+    )
 
 
 class ProjectedAccepted(Strict):

@@ -94,7 +94,8 @@ async def live(
     agent's followers as `delta` events."""
     check_live_token(rt.settings.live_token, token)
     batch = decode_batch(await request.body())
-    return LiveAccepted(deltas=len(batch.deltas), fresh=rt.hub.live(batch.deltas))
+    fresh, held = rt.hub.live(batch.deltas)
+    return LiveAccepted(deltas=len(batch.deltas), fresh=fresh, held=held)
 
 
 @router.post(

@@ -311,7 +311,8 @@ def _accepts(port: int) -> bool:
 class Cluster:
     """The cluster layout: nodes, endpoint replicas, HAProxy, registration once, then the
     gateways; `down` undoes it in reverse. `env` is added to every part's environment
-    (the live token); the endpoints also tell every gateway of new events."""
+    (the live token); the endpoints also tell every gateway of new events and push live
+    text to every gateway."""
 
     def __init__(
         self,
@@ -327,7 +328,8 @@ class Cluster:
         self.layout = layout or Layout.derived(settings)
         extra = dict(env or {})
         gateway_urls = [f"http://127.0.0.1:{port}" for port in self.layout.gateways]
-        told = {"TEASPILL_NOTIFY_URLS": json.dumps(gateway_urls)} if gateways else {}
+        every = json.dumps(gateway_urls)
+        told = {"TEASPILL_NOTIFY_URLS": every, "TEASPILL_LIVE_URLS": every} if gateways else {}
         self.nodes = [ClusterNode(settings, self.layout, n) for n in self.layout.nodes]
         self.endpoints = [
             Endpoint(

@@ -1,6 +1,8 @@
 """The cluster layout on one machine: three Restate nodes, two endpoint replicas behind
-HAProxy. Turns run through every node's ingress, and survive SIGKILL of a node and of an
-endpoint replica mid-tool without a side effect twice."""
+HAProxy, two gateways, PostgreSQL as the read side. Turns run through every node's
+ingress, and survive SIGKILL of a node and of an endpoint replica mid-tool without a side
+effect twice; a follower on each gateway sees every event once and the live text, taken
+back and streamed again when the round falls back to another model."""
 
 from __future__ import annotations
 
@@ -8,23 +10,32 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
+from schemas.address import tenant_of
+from schemas.events import Event, ModelMessage, TurnEnded
+from schemas.live import LiveDelta, Retraction
 from schemas.wake import Message
+from services.client.stream import FrameParser, decode
 from services.executor.scripted import script
 from services.ingress import Ingress, IngressError
 from services.stack import isolated_settings, settings_env
 from services.stack.cluster import Cluster, Layout
 from tests.durable.conftest import LiveStack, eventually, stack_settings
 from tests.durable.test_crash import SPEC, assert_turn_survived, ledger_calls, lines_for, read
+from tests.fixtures.models import STUTTER
 from tests.fixtures.tools import ledger_path, started_by_path, started_path
+from tests.gateway.test_stack import made_key
 
 pytestmark = pytest.mark.durable
 
@@ -34,10 +45,16 @@ when the kills land."""
 AGENTS = 4
 
 
+LIVE_TOKEN = "cluster-live-token"  # noqa: S105 - a test value
+STUTTERING = msgspec.structs.replace(SPEC, kind="stutter", model="stutter", fallback=("script",))
+"""Each round's first try breaks off mid-reply; the scripted model takes the round over."""
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     settings = stack_settings(tmp_path_factory.mktemp("cluster"))
-    with Cluster(settings, Layout.free(settings), gateways=False) as running:
+    settings = settings.model_copy(update={"live_token": LIVE_TOKEN})
+    with Cluster(settings, Layout.free(settings)) as running:
         yield running
 
 
@@ -172,6 +189,114 @@ def test_sigkill_of_the_provisioning_node_and_an_endpoint_mid_call(
     failover = kill_mid_call(cluster, live, address, node=0)
     record_property("new turn ended after SIGKILL of n1 and a replica (s)", round(failover, 1))
     record_property("ingress answers 5xx after SIGKILL of n1, asked again", PatientIngress.refused)
+
+
+@dataclass
+class Followed:
+    """What one SSE follower of one gateway received, until `until`'s turn ended: every
+    recorded event and every live item, in order. `registered` is set with the first
+    recorded event: the gateway registers a follower before it replays anything, so from
+    then on nothing the agent does can pass it by."""
+
+    url: str
+    address: str
+    auth: dict[str, str]
+    after: int
+    until: int
+    items: list[Event | LiveDelta | Retraction] = field(default_factory=list)
+    registered: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._read()
+        except BaseException as error:  # noqa: BLE001 - raised by the test's thread
+            self.error = error
+        finally:
+            self.registered.set()
+
+    def _read(self) -> None:
+        path = f"/v1/agents/{self.address}/events?after={self.after}"
+        with httpx.stream("GET", f"{self.url}{path}", headers=self.auth, timeout=60) as answer:
+            assert answer.status_code == httpx.codes.OK, answer.read()
+            parser = FrameParser()
+            for line in answer.iter_lines():
+                frame = parser.line(line)
+                item = decode(frame) if frame is not None else None
+                if item is None:
+                    continue
+                self.items.append(item)
+                if isinstance(item, Event):
+                    self.registered.set()
+                    if isinstance(item.body, TurnEnded) and item.turn == self.until:
+                        return
+
+    def events(self) -> list[Event]:
+        return [item for item in self.items if isinstance(item, Event)]
+
+    def shown(self, turn: int, round_: int) -> str:
+        """The round's live text as the follower would show it: what came after its last
+        retraction, checked to be contiguous from offset 0."""
+        text = ""
+        for item in self.items:
+            if isinstance(item, Event) or (item.turn, item.round) != (turn, round_):
+                continue
+            if isinstance(item, Retraction):
+                text = ""
+            else:
+                assert item.offset == len(text), f"a gap or a repeat on {self.url}: {item}"
+                text += item.text
+        return text
+
+    def first(self, what: str) -> int:
+        """Where the first item of a kind is: the first try's text (`stutter`, the first
+        attempt's), its retraction, the reply's text, the recorded reply (`message`)."""
+        attempts = [item.attempt for item in self.items if isinstance(item, LiveDelta)]
+        for index, item in enumerate(self.items):
+            if isinstance(item, Retraction):
+                kind = "retract"
+            elif isinstance(item, LiveDelta):
+                kind = "stutter" if item.attempt == attempts[0] else "reply"
+            else:
+                kind = "message" if isinstance(item.body, ModelMessage) else ""
+            if kind == what:
+                return index
+        raise AssertionError(f"{self.url} sent no {what}: {self.items}")
+
+
+def test_a_follower_on_each_gateway_sees_the_live_text_taken_back_and_every_event_once(
+    cluster: Cluster, live: LiveStack, address: str
+) -> None:
+    gateways = [g.url for g in cluster.gateways]
+    with httpx.Client(base_url=gateways[0]) as http:
+        key = made_key(cluster.settings, http, tenant_of(address), "admin")
+    auth = {"Authorization": f"Bearer {key}"}
+    live.ingress.send_wake(address, Message(script({"reply": "first"}), spec=STUTTERING))
+    live.wait_for_turn_end(address, 1)
+    last = len(live.events(address))
+    followers = [Followed(url, address, auth, after=last - 1, until=2) for url in gateways]
+    threads = [threading.Thread(target=f.run, daemon=True) for f in followers]
+    for thread in threads:
+        thread.start()
+    for follower in followers:
+        assert follower.registered.wait(60), f"{follower.url} did not replay event {last}"
+        assert follower.error is None, follower.error
+
+    reply = "Every gateway streams this, word by word."
+    live.ingress.send_wake(address, Message(script({"reply": reply}), spec=STUTTERING))
+    live.wait_for_turn_end(address, 2)
+    for thread in threads:
+        thread.join(60)
+    recorded = live.events(address)[last - 1 :]
+    for follower in followers:
+        assert follower.error is None, f"{follower.url}: {follower.error}"
+        assert follower.events() == recorded, f"{follower.url}: every event once, in order"
+        order = [follower.first(kind) for kind in ("stutter", "retract", "reply", "message")]
+        assert order == sorted(order), f"{follower.url}: {follower.items}"
+        stutter = follower.items[follower.first("stutter")]
+        assert isinstance(stutter, LiveDelta)
+        assert STUTTER.startswith(stutter.text.strip()), stutter
+        assert follower.shown(2, 1) == reply, f"{follower.url}: {follower.items}"
 
 
 def teaspill(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:

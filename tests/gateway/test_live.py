@@ -8,6 +8,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -39,6 +40,21 @@ def test_a_round_appends_only_what_is_new_and_ignores_a_gap() -> None:
     assert rounds.apply(delta(0, "Hel"), 0) == []
     assert rounds.apply(delta(1, "ello"), 0) == [delta(3, "lo")]
     assert rounds.snapshot() == [delta(0, "Hello")]
+
+
+def test_what_a_round_holds_is_where_the_next_push_goes_on_from() -> None:
+    rounds = LiveRounds(AGENT)
+    rounds.apply(delta(0, "Hel"), 0)
+    assert rounds.held(delta(0, "Hel")) == 3
+    gap = delta(10, "gap")
+    assert rounds.apply(gap, 0) == []
+    assert rounds.held(gap) == 3, "after a gap: go on from what is held"
+    rounds.apply(delta(0, "new", "b"), 0)
+    assert rounds.held(delta(3, "lo", "a")) == 5, "a taken-back attempt: nothing more wanted"
+    rounds.supersede((3, 1))
+    done = delta(3, " more", "b")
+    assert rounds.apply(done, 0) == []
+    assert rounds.held(done) == 8, "a recorded round: nothing more wanted"
 
 
 def test_a_new_attempt_retracts_and_the_old_one_is_ignored_from_then_on() -> None:
@@ -114,11 +130,11 @@ def test_a_follower_that_falls_behind_is_told_and_keeps_what_came_after() -> Non
 LIVE = {"X-Teaspill-Live-Token": LIVE_TOKEN}
 
 
-async def push(world: World, *deltas: LiveDelta) -> dict[str, int]:
+async def push(world: World, *deltas: LiveDelta) -> dict[str, Any]:
     body = msgspec.json.encode(LiveBatch(deltas))
     response = await world.client.post("/internal/live", content=body, headers=LIVE)
     assert response.status_code == 200, response.text
-    answer: dict[str, int] = response.json()
+    answer: dict[str, Any] = response.json()
     return answer
 
 
@@ -173,6 +189,9 @@ async def test_deltas_reach_followers_trimmed_with_gaps_ignored(world: World) ->
         (5, ", wor"),
         (10, "ld"),
     ]
+    assert [answer["held"] for answer in answers] == [[3], [3], [5, 10], [12]], (
+        "a gap is answered with what the gateway holds, for the executor to go on from"
+    )
     assert [a["fresh"] for a in answers] == [1, 0, 2, 1]
     assert all(f.id is None for f in frames if f.event == "delta")
 
@@ -225,6 +244,7 @@ async def test_the_recorded_message_supersedes_the_deltas(world: World) -> None:
         await push(world, delta(0, "Next round", round_=2))
         frames += await reader.until(has("delta"))
     assert late["fresh"] == 0
+    assert late["held"] == [8], "a recorded round wants no more: all of it is taken as held"
     assert [f.event for f in frames if f.event != ""] == ["turn_started", "model_message", "delta"]
     assert live(frames) == [("delta", msgspec.to_builtins(delta(0, "Next round", round_=2)))]
     hub = world.app.state.runtime.hub
