@@ -216,8 +216,20 @@ class Followed:
             self.registered.set()
 
     def _read(self) -> None:
+        """Connected again, as an SSE client is, while the gateway answers 503: after the
+        kills of the tests before, a restarted node may not answer the gateway's key check
+        for a moment."""
+        deadline = time.monotonic() + 60
+        while not self._stream() and time.monotonic() < deadline:
+            self.registered.wait(0.2)  # a reconnect's backoff
+        assert self.items, f"{self.url} answered 503 for 60 s"
+
+    def _stream(self) -> bool:
+        """One connection; False if the gateway answered 503."""
         path = f"/v1/agents/{self.address}/events?after={self.after}"
         with httpx.stream("GET", f"{self.url}{path}", headers=self.auth, timeout=60) as answer:
+            if answer.status_code == httpx.codes.SERVICE_UNAVAILABLE:
+                return False
             assert answer.status_code == httpx.codes.OK, answer.read()
             parser = FrameParser()
             for line in answer.iter_lines():
@@ -229,7 +241,8 @@ class Followed:
                 if isinstance(item, Event):
                     self.registered.set()
                     if isinstance(item.body, TurnEnded) and item.turn == self.until:
-                        return
+                        break
+        return True
 
     def events(self) -> list[Event]:
         return [item for item in self.items if isinstance(item, Event)]
