@@ -84,6 +84,9 @@ class ErasureTargets(msgspec.Struct, frozen=True):
     """How many of the agents started a turn, so count as one of the tenant's agents."""
     memories: tuple[str, ...] = ()
     """The keys of the `Memory` objects (scopes) the erasure clears."""
+    written: int = 0
+    """How many artifacts no other agent of the tenant wrote: the record's count, which
+    says nothing of other tenants (`artifacts` leaves out what one of theirs wrote too)."""
 
 
 class WorkspaceErase(msgspec.Struct, frozen=True):

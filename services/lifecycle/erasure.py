@@ -274,6 +274,7 @@ class Eraser:
             held.events,
             held.started,
             memories,
+            held.written,
         )
 
 
@@ -356,6 +357,7 @@ class Swept:
             tuple(sorted({*a.agents, *b.agents})),
             events=a.events + b.events,
             counted=a.counted + b.counted,
+            written=a.written + b.written,
         )
         removed = Erased(
             self.removed.workspaces + later.removed.workspaces,
@@ -374,7 +376,7 @@ class Swept:
     ) -> ErasureRecord:
         return ErasureRecord(
             at, by, what, target, self.found.agents, self.found.events,
-            self.removed.workspaces, self.removed.artifacts, self.invocations,
+            self.removed.workspaces, self.found.written, self.invocations,
             self.state_keys, self.archived,
         )  # fmt: skip
 

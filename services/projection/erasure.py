@@ -25,6 +25,10 @@ class Erasable:
     events: int
     started: int
     """How many of the agents started a turn."""
+    written: int = 0
+    """How many artifacts no other agent of their tenant wrote: what an erasure reports.
+    `artifacts` leaves out those an agent of another tenant wrote too (the store keeps
+    one file per content), and this count does not, so it says nothing of other tenants."""
 
 
 async def erasable(db: aiosqlite.Connection, prefix: str) -> Erasable:
@@ -59,6 +63,16 @@ async def erasable(db: aiosqlite.Connection, prefix: str) -> Erasable:
         " = json_extract(cast(e.event as text), '$.body.sha256'))",
         (*under, *under),
     )
+    tenant = tenant_prefix(prefix)
+    written = await db.execute_fetchall(
+        "select count(distinct json_extract(cast(e.event as text), '$.body.sha256'))"  # noqa: S608
+        f" from events e where type = 'artifact_written' and {where.replace('agent', 'e.agent')}"
+        " and not exists (select 1 from events o where o.type = 'artifact_written'"
+        " and substr(o.agent, 1, ?) = ? and not (o.agent = ? or substr(o.agent, 1, ?) = ?)"
+        " and json_extract(cast(o.event as text), '$.body.sha256')"
+        " = json_extract(cast(e.event as text), '$.body.sha256'))",
+        (*under, len(tenant), tenant, *under),
+    )
     count = await db.execute_fetchall(
         f"select count(*), count(distinct case when type = 'turn_started' then agent end)"  # noqa: S608
         f" from events where {where}",
@@ -70,7 +84,14 @@ async def erasable(db: aiosqlite.Connection, prefix: str) -> Erasable:
         tuple(sorted(str(r[0]) for r in artifacts if r[0])),
         int(next(iter(count))[0]),
         int(next(iter(count))[1]),
+        int(next(iter(written))[0]),
     )
+
+
+def tenant_prefix(prefix: str) -> str:
+    """`tenant.`, the start of every address of the tenant `prefix` (an address, or the
+    tenant itself) is in."""
+    return f"{prefix.partition('.')[0]}."
 
 
 async def erase(

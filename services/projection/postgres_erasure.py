@@ -8,7 +8,7 @@ from typing import Any, LiteralString
 
 from psycopg import AsyncConnection
 
-from services.projection.erasure import Erasable, _ledger_keys
+from services.projection.erasure import Erasable, _ledger_keys, tenant_prefix
 
 Statements = list[tuple[LiteralString, Sequence[tuple[Any, ...]]]]
 Transaction = Callable[[Statements], Awaitable[None]]
@@ -18,7 +18,7 @@ _UNDER = "(agent = %s or substr(agent, 1, %s) = %s)"
 
 async def erasable(db: AsyncConnection[tuple[Any, ...]], prefix: str) -> Erasable:
     """As `erasure.erasable`: the agents' addresses, the ledger keys of their tool calls,
-    and the artifacts no other agent wrote."""
+    the artifacts no other agent wrote, and how many no other agent of their tenant wrote."""
     under = (prefix, len(prefix) + 1, f"{prefix}.")
 
     async def rows(statement: LiteralString, *args: object) -> list[tuple[Any, ...]]:
@@ -49,6 +49,16 @@ async def erasable(db: AsyncConnection[tuple[Any, ...]], prefix: str) -> Erasabl
         " and o.event->'body'->>'sha256' = e.event->'body'->>'sha256')",
         *under, *under,
     )  # fmt: skip
+    tenant = tenant_prefix(prefix)
+    written = await rows(
+        "select count(distinct e.event->'body'->>'sha256') from events e"
+        " where e.type = 'artifact_written'"
+        " and (e.agent = %s or substr(e.agent, 1, %s) = %s)"
+        " and not exists (select 1 from events o where o.type = 'artifact_written'"
+        " and substr(o.agent, 1, %s) = %s and not (o.agent = %s or substr(o.agent, 1, %s) = %s)"
+        " and o.event->'body'->>'sha256' = e.event->'body'->>'sha256')",
+        *under, len(tenant), tenant, *under,
+    )  # fmt: skip
     counted = await rows(
         "select count(*), count(distinct case when type = 'turn_started' then agent end)"  # noqa: S608 - placeholders
         f" from events where {_UNDER}",
@@ -60,6 +70,7 @@ async def erasable(db: AsyncConnection[tuple[Any, ...]], prefix: str) -> Erasabl
         tuple(sorted(str(r[0]) for r in artifacts if r[0])),
         int(counted[0][0]),
         int(counted[0][1]),
+        int(written[0][0]),
     )
 
 

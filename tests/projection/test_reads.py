@@ -59,6 +59,8 @@ OTHERS = [
     Event("acme.r.kid", 1, 1, 1, T0, ArtifactWritten("k", "a.txt", 3, "sha-a")),
     Event("acme.rx", 1, 1, 1, T0, ArtifactWritten("k", "b.txt", 3, "sha-b")),
     Event("globex.g", 1, 1, 1, T0, EVENTS[1].body),
+    Event("acme.r.kid", 2, 1, 1, T0, ArtifactWritten("k", "c.txt", 3, "sha-c")),
+    Event("globex.g", 2, 1, 1, T0, ArtifactWritten("g", "c.txt", 3, "sha-c")),
 ]
 
 
@@ -173,8 +175,10 @@ def test_what_an_erasure_finds_and_what_it_leaves(stores: Stores) -> None:
         assert found.agents == ("acme.r", "acme.r.kid")
         key = "acme.r/t1/r1/c1"
         assert found.idempotency_keys == (key, leg_key(key, 1))
-        assert found.artifacts == ("sha-a",)  # acme.rx wrote sha-b too: it stays
-        assert (found.events, found.started) == (17, 1)
+        assert found.artifacts == ("sha-a",)  # acme.rx wrote sha-b, globex.g sha-c: they stay
+        # What a deletion reports counts sha-c as the tenant's: it says nothing of globex.
+        assert found.written == 2
+        assert (found.events, found.started) == (18, 1)
         await store.erase("acme.r")
         assert await store.timeline("acme.r") == []
         assert await store.timeline("acme.r.kid") == []
