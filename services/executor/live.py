@@ -47,25 +47,30 @@ class LiveText:
 
     async def push(self) -> None:
         """What each gateway has not taken yet, to every gateway at once."""
+        await asyncio.gather(*(self._push_to(i) for i in range(len(self._posts))))
+
+    async def run(self, interval: float = INTERVAL) -> None:
+        """Push to each gateway every `interval` until cancelled, each on its own: a
+        gateway that is slow to answer holds up no other."""
+        await asyncio.gather(*(self._every(i, interval) for i in range(len(self._posts))))
+
+    async def _every(self, gateway: int, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self._push_to(gateway)
+
+    async def _push_to(self, gateway: int) -> None:
         with self._lock:
             text = self._text
-        behind = [i for i, acked in enumerate(self._acked) if acked < len(text)]
-        await asyncio.gather(*(self._push_to(i, text) for i in behind))
-
-    async def _push_to(self, gateway: int, text: str) -> None:
         request, acked = self._request, self._acked[gateway]
+        if acked >= len(text):
+            return
         delta = LiveDelta(
             request.agent, request.turn, request.round, self._attempt, acked, text[acked:]
         )
         held = await self._posts[gateway](LiveBatch((delta,)))
         if held is not None:
             self._acked[gateway] = min(held, len(text))
-
-    async def run(self, interval: float = INTERVAL) -> None:
-        """Push every `interval` until cancelled."""
-        while True:
-            await asyncio.sleep(interval)
-            await self.push()
 
 
 class _Taken(msgspec.Struct):

@@ -76,6 +76,34 @@ def test_each_gateway_gets_the_text_from_its_own_offset() -> None:
     assert {d.attempt for d in one} == {d.attempt for d in two}, "one attempt, seen by both"
 
 
+def test_a_gateway_that_does_not_answer_holds_up_no_other() -> None:
+    one: list[LiveDelta] = []
+    got = asyncio.Event()
+    never = asyncio.Event()
+
+    async def first(batch: LiveBatch) -> int | None:
+        one.extend(batch.deltas)
+        got.set()
+        last = batch.deltas[-1]
+        return last.offset + len(last.text)
+
+    async def hung(batch: LiveBatch) -> int | None:
+        await never.wait()
+        return None
+
+    async def run() -> None:
+        text = LiveText(REQUEST, [first, hung])
+        pusher = asyncio.create_task(text.run(interval=0.01))
+        for piece in ("Hello ", "world"):
+            got.clear()
+            text.write(piece)
+            await asyncio.wait_for(got.wait(), 5)
+        pusher.cancel()
+
+    asyncio.run(run())
+    assert [(d.offset, d.text) for d in one] == [(0, "Hello "), (6, "world")]
+
+
 def test_a_gateway_that_holds_less_than_it_was_sent_from_gets_the_rest_again() -> None:
     sent: list[LiveDelta] = []
     held = iter([6, 0, 11])  # it took "Hello ", then started again empty, then took all
