@@ -11,6 +11,7 @@ and each one's timeline decoded from its copy.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from schemas.address import parse_address
 from schemas.events import Event
 from schemas.lifecycle import AgentArchive
 from services.agent.archiving import archived_events
+from services.lifecycle.leftovers import sweep
 from services.projection.projector import Projection
 
 
@@ -51,19 +53,28 @@ class ArchiveStore(Protocol):
         """Drop the agent's retired chunks (an erasure); how many there were."""
 
 
+STAGED = ".put-"
+"""How a file being written aside is named until it is renamed into place."""
+
+
 class FolderArchive:
     """One JSON file per agent, `ROOT/TENANT/ADDRESS.json`, and one per retired timeline
     chunk, `ROOT/TENANT/ADDRESS.timeline/N.json`, written 0600 in 0700 folders and put in
-    place by a rename."""
+    place by a rename. A file a crash left half-written aside (`.put-*`) is removed by the
+    next write into its folder."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._swept: set[Path] = set()
 
     def put(self, archive: AgentArchive) -> None:
-        _write(self._path(archive.address), msgspec.json.encode(archive))
+        path = self._path(archive.address)
+        self._sweep(path.parent)
+        _write(path, msgspec.json.encode(archive))
 
     def put_chunks(self, address: str, first: int, chunks: Sequence[bytes]) -> None:
         folder = self._chunks(address)
+        self._sweep(folder)
         for index, raw in enumerate(chunks, start=first):
             _write(folder / f"{index}.json", raw)
         _sync(folder)
@@ -105,6 +116,13 @@ class FolderArchive:
             return []
         return sorted(path.stem for path in self.root.glob("*/*.json"))
 
+    def _sweep(self, folder: Path) -> None:
+        """The first write into a folder (since this process started) first removes what a
+        crash left there mid-write (`leftovers`)."""
+        if folder not in self._swept:
+            sweep(folder, STAGED)
+            self._swept.add(folder)
+
     def _path(self, address: str) -> Path:
         parsed = parse_address(address)  # its segments hold no `/` nor a leading `.`
         return self.root / parsed.tenant / f"{parsed}.json"
@@ -117,13 +135,14 @@ class FolderArchive:
 def _write(path: Path, raw: bytes) -> None:
     """`raw` at `path` whole (written aside, synced, renamed), its folder made 0700."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, staged = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+    fd, staged = tempfile.mkstemp(dir=path.parent, prefix=STAGED)
     try:
         with os.fdopen(fd, "wb") as out:
+            fcntl.flock(out.fileno(), fcntl.LOCK_EX)  # held until it is renamed
             out.write(raw)
             out.flush()
             os.fsync(out.fileno())
-        Path(staged).replace(path)
+            Path(staged).replace(path)
     except BaseException:
         Path(staged).unlink(missing_ok=True)
         raise

@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.lifecycle.leftovers import holding, sweep
 from services.workspace.copies import FOLDER, CopyRules, copy_tree
 
 FORMAT = "teaspill-backup"
@@ -68,6 +69,9 @@ LINKED: dict[str, Callable[[str], bool]] = {
 MOST_PAUSE = 120
 """Seconds after which the watchdog thaws restate-server whatever this process does."""
 CHUNK = 1 << 20
+STAGING = ".backup-"
+"""The home's folder a backup copies into before it writes the archive: held (`leftovers`)
+while the backup runs, and removed at its end, or by the next backup after a crash."""
 
 
 class BackupError(Exception):
@@ -95,22 +99,29 @@ def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str,
     records of the running installation (restate-server's version, the endpoint)."""
     if target.exists():
         raise BackupError(f"{target} exists already: name a new file for the backup.")
-    staging = Path(tempfile.mkdtemp(prefix=".backup-", dir=home))
+    sweep(home, STAGING, folders=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=home))
     try:
-        paused, skipped = _copy_cut(home, staging, pid)
-        files = _listing(staging)
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "created": datetime.now(UTC).isoformat(),  # noqa: TID251 - not durable code
-            "pause_seconds": round(paused, 3),
-            **about,
-            "files": files,
-            "skipped": {"count": len(skipped), "paths": skipped[:SHOWN_SKIPPED]},
-        }
-        _write_archive(staging, target, manifest)
+        with holding(staging):
+            made = _made(home, staging, target, pid, about)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return made
+
+
+def _made(home: Path, staging: Path, target: Path, pid: int | None, about: dict[str, Any]) -> Made:
+    paused, skipped = _copy_cut(home, staging, pid)
+    files = _listing(staging)
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "created": datetime.now(UTC).isoformat(),  # noqa: TID251 - not durable code
+        "pause_seconds": round(paused, 3),
+        **about,
+        "files": files,
+        "skipped": {"count": len(skipped), "paths": skipped[:SHOWN_SKIPPED]},
+    }
+    _write_archive(staging, target, manifest)
     return Made(target, len(files), sum(f["size"] for f in files), paused, tuple(skipped))
 
 
