@@ -176,3 +176,43 @@ def test_what_is_extracted_is_the_archive_that_was_checked(
     restore_backup(path, home)
 
     assert (home / note).read_bytes() == b"checked\n"
+
+
+def _noise(size: int) -> bytes:
+    """Bytes gzip cannot shrink, so the archive is larger than any read buffer."""
+    blocks = (hashlib.sha256(str(n).encode()).digest() for n in range(size // 32))
+    return b"".join(blocks)
+
+
+def test_what_was_extracted_is_hashed_again_before_anything_is_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive's file is rewritten in place (the same file the restore holds open) once
+    it was checked, with a file of the same size and other bytes: the extraction reads
+    those, and the restore refuses them with a sentence and moves nothing into the home."""
+    path = tmp_path / "backup.tar.gz"
+    note, blob = "workspaces/acme/acme.a/notes.txt", "artifacts/blob"
+    _archive(path, [Member(note, data=b"checked\n"), Member(blob, data=_noise(1 << 18))])
+    other = _archive(
+        tmp_path / "other.tar.gz",
+        [Member(note, data=b"swapped\n"), Member(blob, data=_noise(1 << 18))],
+    )
+    make_folder = tempfile.mkdtemp
+
+    def rewrite_then_make(*args: Any, **kwargs: Any) -> str:
+        """The restore makes its staging folder once the archive is checked."""
+        path.write_bytes(other.read_bytes())  # the same inode, truncated and written
+        return str(make_folder(*args, **kwargs))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", rewrite_then_make)
+    home = tmp_path / "home"
+
+    with pytest.raises(BackupError) as refused:
+        restore_backup(path, home)
+
+    assert str(refused.value) == (
+        f"{path}: {note} as extracted is not the file the manifest names (the archive "
+        "changed while it was read, or the disk did not keep what was written); nothing "
+        "was restored."
+    )
+    assert sorted(p.name for p in home.iterdir()) == []

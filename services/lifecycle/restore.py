@@ -5,7 +5,9 @@ file against the manifest's size and sha256, every name a path of a home's part,
 but files, folders and links, no link that leads out of its part or stands for a tenant's
 or a workspace's folder, nothing below a link. A corrupt, truncated, foreign or crafted
 archive is refused with a sentence, and nothing is written. It is then extracted from the
-same open file, with no setuid, setgid or sticky bit and owners kept.
+same open file, with no setuid, setgid or sticky bit and owners kept, into a folder of the
+home; every file extracted is hashed again against the manifest before any part is moved
+into place (a difference is refused, and nothing is restored).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import posixpath
 import shutil
 import tarfile
@@ -23,8 +26,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from services.lifecycle.backup import CHUNK, FORMAT, MANIFEST, PARTS, VERSION, BackupError
+from services.lifecycle.leftovers import holding, sweep
 from services.stack.restored import RESTORED
 
+STAGING = ".restore-"
+"""The home's folder a restore extracts into, held while it runs (`leftovers`)."""
 WORKSPACE_DEPTH = 3
 """`workspaces/TENANT/ADDRESS`: what is deeper is a workspace's own."""
 
@@ -161,6 +167,44 @@ def _member_digest(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
     return digest.hexdigest()
 
 
+def _as_recorded(archive: Path, staging: Path, manifest: dict[str, Any]) -> None:
+    """Every file the manifest names, as extracted, is a file of its size and sha256 (read
+    without following a link), and the extraction made no other: the check read the
+    archive once and the extraction read it again, so what reached the disk is hashed
+    again before anything is moved into the home."""
+    expected = {f["path"]: f for f in manifest["files"]}
+    for path in sorted(staging.rglob("*")):
+        relative = path.relative_to(staging).as_posix()
+        if path.is_symlink() or not path.is_file():
+            if relative in expected:
+                raise BackupError(_unlike(archive, relative, "is no file"))
+            continue
+        wanted = expected.pop(relative, None)
+        if wanted is None:
+            raise BackupError(_unlike(archive, relative, "is a file the manifest does not name"))
+        if _digest_at(path) != (wanted["size"], wanted["sha256"]):
+            raise BackupError(_unlike(archive, relative, "is not the file the manifest names"))
+    if expected:
+        raise BackupError(_unlike(archive, min(expected), "is missing"))
+
+
+def _unlike(archive: Path, relative: str, what: str) -> str:
+    return (
+        f"{archive}: {relative} as extracted {what} (the archive changed while it was read, "
+        "or the disk did not keep what was written); nothing was restored."
+    )
+
+
+def _digest_at(path: Path) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as given:
+        while chunk := given.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
 def _why(error: BaseException) -> str:
     if isinstance(error, EOFError | zlib.error) or "unexpected end" in str(error):
         return "it is truncated or damaged"
@@ -179,14 +223,17 @@ def restore_backup(archive: Path, home: Path) -> dict[str, Any]:
     with _opened(archive) as tar:
         manifest = _read_checked(archive, tar)
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=home))
+        sweep(home, STAGING, folders=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=home))
         try:
-            members = [m for m in tar.getmembers() if m.name != MANIFEST]
-            tar.extractall(staging, members, numeric_owner=True, filter=_restorable)  # noqa: S202 - _checked, _restorable
-            for part in PARTS:
-                if (staging / part).exists():
-                    shutil.rmtree(home / part, ignore_errors=True)
-                    (staging / part).replace(home / part)
+            with holding(staging):
+                members = [m for m in tar.getmembers() if m.name != MANIFEST]
+                tar.extractall(staging, members, numeric_owner=True, filter=_restorable)  # noqa: S202 - _checked, _restorable
+                _as_recorded(archive, staging, manifest)
+                for part in PARTS:
+                    if (staging / part).exists():
+                        shutil.rmtree(home / part, ignore_errors=True)
+                        (staging / part).replace(home / part)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     moved = {"endpoint_uris": manifest.get("endpoint_uris", []), "from": manifest["created"]}
