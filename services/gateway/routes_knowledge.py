@@ -59,7 +59,7 @@ def _found(answer: DocumentAnswer, document_id: str) -> Response:
     responses={
         201: json_of("Document", "The draft made."),
         200: json_of("Document", "The tenant has this text already: that document."),
-        **errors(401, 403, 413, 422, 429),
+        **errors(401, 403, 410, 413, 422, 429),
     },
 )
 async def upload(body: DocumentIn, caller: Writer, rt: Rt) -> Response:
@@ -68,6 +68,7 @@ async def upload(body: DocumentIn, caller: Writer, rt: Rt) -> Response:
     would be cut into more than 2,000 passages; 429: the tenant has its most documents,
     or their characters would pass its most."""
     upload = DocumentUpload(body.title, body.format, body.text)
+    await rt.keys.refuse_if_erased(caller.tenant)
     answer = await rt.ingress.upload_document(caller.tenant, upload)
     if answer.document is None:
         raise ApiError(422, answer.problem)

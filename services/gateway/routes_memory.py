@@ -72,7 +72,10 @@ def _json(value: object, status: int = 200) -> Response:
     "/v1/memory",
     status_code=201,
     response_class=Response,
-    responses={201: json_of("MemoryRecord", "The record kept."), **errors(400, 401, 403, 404, 422)},
+    responses={
+        201: json_of("MemoryRecord", "The record kept."),
+        **errors(400, 401, 403, 404, 410, 422),
+    },
 )
 async def remember(
     body: MemoryIn, caller: Annotated[Principal, Depends(require("write"))], rt: Rt
@@ -80,6 +83,7 @@ async def remember(
     """Keep `text` in a scope of the key's tenant: the whole tenant, one `user` of it, or
     one `agent`. Searchable once this answers."""
     scope = scope_of(caller, body.scope, body.user, body.agent)
+    await rt.keys.refuse_if_erased(caller.tenant)
     answer = await rt.ingress.remember(MemoryNote(scope, body.kind, body.text))
     if answer.record is None:
         raise ApiError(422, answer.problem)

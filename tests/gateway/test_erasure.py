@@ -453,13 +453,15 @@ def test_agents_made_while_a_tenant_is_erased_do_not_survive_it(live: Live) -> N
                 live.ingress.wake("racer.during", Message("hello", kind="keeper"))
             erasing_now = ERASED.format("racer").replace("was erased", "is being erased")
             assert (refused.value.status, refused.value.message) == (410, erasing_now)
-            through = live.http.post(
-                "/v1/agents/racer.gateway/messages", json={"text": "hi", "kind": "keeper"},
-                headers=racer,
-            )  # fmt: skip
             # 410 while the gateway's cache still holds the key, 401 once it looked again
-            assert through.status_code in (401, 410), through.text
-            assert through.json()["error"]["message"] == erasing_now
+            for path, body in (
+                ("/v1/agents/racer.gateway/messages", {"text": "hi", "kind": "keeper"}),
+                ("/v1/memory", {"text": "a late note"}),
+                ("/v1/knowledge", {"title": "Late", "text": "A late document."}),
+            ):
+                through = live.http.post(path, json=body, headers=racer)
+                assert through.status_code in (401, 410), through.text
+                assert through.json()["error"]["message"] == erasing_now
             erased = erasing.result(timeout=300)
         after = len(sent)
         eventually(lambda: len(sent) >= after + 5 or None, 30, "agents sent to afterwards")
