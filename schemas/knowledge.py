@@ -13,6 +13,8 @@ from typing import Literal
 
 import msgspec
 
+from schemas.memory import Ranking
+
 DocumentFormat = Literal["text", "markdown"]
 DocumentStatus = Literal["draft", "released"]
 MAX_DOCUMENT_CHARS = 1_000_000
@@ -109,7 +111,11 @@ class PassageHit(msgspec.Struct, frozen=True):
     passage: Passage
 
 
-class PassageList(msgspec.Struct, frozen=True):
+class PassageList(msgspec.Struct, frozen=True, omit_defaults=True):
     """What a search found, most relevant first."""
 
-    passages: tuple[PassageHit, ...] = ()
+    passages: tuple[PassageHit, ...]
+    ranking: Ranking = "bm25"
+    """`hybrid` when BM25's list was fused with the nearest passages' (`schemas.memory`)."""
+    note: str = ""
+    """Why a search meant to be hybrid was ranked by BM25 alone, a sentence; empty otherwise."""

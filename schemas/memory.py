@@ -54,10 +54,19 @@ class MemoryList(msgspec.Struct, frozen=True):
     memories: tuple[MemoryRecord, ...] = ()
 
 
-class MemoryHitList(msgspec.Struct, frozen=True):
+Ranking = Literal["bm25", "hybrid"]
+"""How a search ordered what it found: BM25 alone, or BM25's list fused with the list of
+the rows whose vectors are nearest the query's (an embeddings server is set)."""
+
+
+class MemoryHitList(msgspec.Struct, frozen=True, omit_defaults=True):
     """The records a search found, most relevant first (`GET /v1/memory?q=`)."""
 
-    memories: tuple[MemoryHit, ...] = ()
+    memories: tuple[MemoryHit, ...]
+    ranking: Ranking = "bm25"
+    note: str = ""
+    """Why a search meant to be hybrid was ranked by BM25 alone (the embeddings server did
+    not answer), a sentence; empty otherwise."""
 
 
 class MemorySearch(msgspec.Struct, frozen=True):

@@ -37,3 +37,24 @@ class RebuildReport(msgspec.Struct, frozen=True):
     keys: int
     documents: int = 0
     memories: int = 0
+
+
+class VectorFill(msgspec.Struct, frozen=True):
+    """Asked of the `Projector` (keyed `<tenant>:vectors`): make the vectors the tenant's
+    memory records and passages lack. `retry`: the one later attempt scheduled after the
+    embeddings server failed."""
+
+    tenant: str
+    retry: bool = False
+
+
+class VectorsFilled(msgspec.Struct, frozen=True):
+    """What one fill made (`made` vectors), and why it stopped short (`problem`, a
+    sentence; empty when nothing is left to make)."""
+
+    made: int = 0
+    problem: str = ""
+
+
+class TenantNames(msgspec.Struct, frozen=True):
+    names: tuple[str, ...] = ()

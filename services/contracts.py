@@ -63,7 +63,7 @@ from schemas.memory import (
     MemoryScope,
 )
 from schemas.model import ModelReply, ModelRequest
-from schemas.projection import EventBatch, RebuildReport
+from schemas.projection import EventBatch, RebuildReport, VectorFill
 from schemas.schedule import Schedule, ScheduleList, ScheduleRef, ScheduleSpec, Tick
 from schemas.spec import AgentSpec
 from schemas.tenant import (
@@ -228,6 +228,9 @@ INDEXED_DOCUMENT = Handler(KNOWLEDGE, "indexed", DocumentRef, IndexedDocument)
 PROJECT_DOCUMENT = Handler(PROJECTOR, "document", IndexedDocument, Empty)
 PROJECT_DOCUMENT_GONE = Handler(PROJECTOR, "document_gone", DocumentGone, Empty)
 REBUILD = Handler(PROJECTOR, "rebuild", Empty, RebuildReport)
+FILL_VECTORS = Handler(PROJECTOR, "vectors", VectorFill, Empty)
+"""Keyed `<tenant>:vectors`, apart from the tenant's own key: a fill that waits on the
+embeddings server never holds up the tenant's specs, keys and documents."""
 REBUILD_KEY = "all"
 """The one key `rebuild` runs under, so two rebuilds never overlap."""
 

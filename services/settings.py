@@ -112,6 +112,25 @@ class Settings(BaseSettings):
         description="The PostgreSQL projection store (postgresql://...) that every process "
         "of the installation writes and reads; empty: the SQLite file in the home.",
     )
+    embeddings_url: str = Field(
+        default="",
+        description="An OpenAI-compatible server's base URL (`http://HOST:PORT/v1`: "
+        "`/embeddings` is added) whose vectors rank memory and knowledge searches together "
+        "with BM25 (hybrid); empty: BM25 only.",
+    )
+    embeddings_model: str = Field(
+        default="default",
+        description="The `model` asked of the embeddings server; vectors of another model are "
+        "made again.",
+    )
+    embeddings_key: str = Field(
+        default="", description="The bearer token sent to the embeddings server, if it needs one."
+    )
+    embeddings_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a search waits for its query's vector before it ranks by BM25 alone.",
+    )
     body_timeout_seconds: float = Field(
         default=30.0,
         gt=0,
@@ -470,7 +489,7 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(f"A TEASPILL_ setting cannot be read: {error}.") from None
 
 
-_UNSHOWN = frozenset({"projection_url"})
+_UNSHOWN = frozenset({"projection_url", "embeddings_url", "embeddings_key"})
 """Settings whose value an error leaves out: a URL can carry a password."""
 
 

@@ -27,6 +27,7 @@ from services.gateway.auth import Principal, require
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
+from services.projection.embeddings import query_vector, ranking_of
 
 router = APIRouter(tags=["knowledge"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -100,10 +101,11 @@ async def search(
     limit: Annotated[int, Query(ge=1, le=50)] = 5,
 ) -> Response:
     """Passages of the tenant's released documents that match `q`'s words, most relevant
-    first (BM25), each with its document and position."""
-    within = DocumentSearch(caller.tenant, q, limit)
-    hits = await rt.projection.read(lambda store: store.search_documents(within))
-    return _json(PassageList(tuple(hits)))
+    first (BM25, or hybrid with an embeddings server: fused with the passages nearest `q`'s
+    vector, of those documents too), each with its document and position."""
+    within, query = DocumentSearch(caller.tenant, q, limit), await query_vector(q)
+    hits = await rt.projection.read(lambda store: store.search_documents(within, query))
+    return _json(PassageList(tuple(hits), ranking_of(query), query.note))
 
 
 @router.get(

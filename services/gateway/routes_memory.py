@@ -27,6 +27,7 @@ from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
 from services.keys import signature
+from services.projection.embeddings import query_vector, ranking_of
 
 router = APIRouter(tags=["memory"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -111,14 +112,16 @@ async def search(
     q: Annotated[str | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 10,
 ) -> Response:
-    """With `q`, the scope's records that match its words, most relevant first (BM25);
-    without, the scope's newest records."""
+    """With `q`, the scope's records that match its words, most relevant first (BM25, or
+    hybrid with an embeddings server: BM25's list fused with the records nearest `q`'s
+    vector, both within the scope); without, the scope's newest records."""
     within = scope_of(caller, scope, user, agent)
     if q:
+        query = await query_vector(q)
         hits = await rt.projection.read(
-            lambda store: store.search_memories(MemorySearch(q, (within,), limit))
+            lambda store: store.search_memories(MemorySearch(q, (within,), limit), query)
         )
-        return _json(MemoryHitList(tuple(hits)))
+        return _json(MemoryHitList(tuple(hits), ranking_of(query), query.note))
     records = await rt.projection.read(lambda store: store.memories(within, limit))
     return _json(MemoryList(tuple(records)))
 

@@ -20,7 +20,9 @@ from typing import Any
 import aiosqlite
 
 from schemas.knowledge import Document, DocumentSearch, IndexedDocument, Passage, PassageHit
-from services.projection.memories import match_expression
+from services.projection.embeddings import QueryVector
+from services.projection.hybrid import CANDIDATES, fuse, nearest
+from services.projection.memories import limit_of, match_expression, on_thread
 
 Statements = list[tuple[str, Sequence[tuple[Any, ...]]]]
 
@@ -65,21 +67,25 @@ def removed(tenant: str, id_: str) -> Statements:
     return [(CLEAR_PASSAGES, [(tenant, id_)]), (DELETE, [(tenant, id_)])]
 
 
-def search_query(search: DocumentSearch) -> tuple[str, tuple[object, ...]] | None:
+_RELEASED = "p.tenant = ? and d.tenant = p.tenant and d.status = 'released'"
+"""The condition every passage a search ranks passes: its tenant's, of a released document."""
+_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text"
+
+
+def search_query(search: DocumentSearch, limit: int = 0) -> tuple[str, tuple[object, ...]] | None:
     """The query that ranks `search`'s words in its tenant's released passages, and its
     arguments; None when it can find nothing (no words)."""
     expression = match_expression(search.query)
     if not expression or not search.tenant:
         return None
     sql = (
-        "select p.document, d.title, p.n, p.start, p.section, p.text"
+        f"select {_PASSAGE}"  # noqa: S608 - constants
         " from passage_text join passages p on p.rowid = passage_text.rowid"
         " join documents d on d.id = p.document"
-        " where passage_text match ? and p.tenant = ? and d.tenant = p.tenant"
-        " and d.status = 'released'"
+        f" where passage_text match ? and {_RELEASED}"
         " order by bm25(passage_text), p.document, p.n limit ?"
     )
-    return sql, (expression, search.tenant, max(min(search.limit, 50), 1))
+    return sql, (expression, search.tenant, limit or limit_of(search))
 
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
@@ -89,19 +95,51 @@ def hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
     ]
 
 
-async def search(db: aiosqlite.Connection, search: DocumentSearch) -> list[PassageHit]:
-    query = search_query(search)
-    return hits(await db.execute_fetchall(*query)) if query else []
+def ranked(
+    db: sqlite3.Connection, search: DocumentSearch, query: QueryVector | None
+) -> list[PassageHit]:
+    """BM25's order, or with a query vector the fusion of BM25's list and the vector list,
+    both of the tenant's released passages only."""
+    hybrid = query is not None and query.vector is not None and bool(search.tenant)
+    bm25 = search_query(search, CANDIDATES if hybrid else 0)
+    rows = db.execute(*bm25).fetchall() if bm25 else []
+    if query is None or query.vector is None or not search.tenant:
+        return hits(rows)
+    candidates = db.execute(
+        "select p.document, p.n, p.vector from passages p join documents d on d.id = p.document"  # noqa: S608
+        f" where {_RELEASED} and p.vector_model = ? and p.vector is not null",
+        (search.tenant, query.model),
+    ).fetchall()
+    found = {(str(r[0]), int(r[2])): r for r in rows}
+    near = nearest(query.vector, [((str(r[0]), int(r[1])), r[2]) for r in candidates])
+    order = fuse(list(found), near, limit_of(search))
+    missing = [key for key in order if key not in found]
+    if missing:
+        each = " or ".join("(p.document = ? and p.n = ?)" for _ in missing)
+        more = db.execute(
+            f"select {_PASSAGE} from passages p join documents d on d.id = p.document"  # noqa: S608
+            f" where {_RELEASED} and ({each})",
+            (search.tenant, *(part for key in missing for part in key)),
+        ).fetchall()
+        found.update({(str(r[0]), int(r[2])): r for r in more})
+    return hits(found[key] for key in order if key in found)
 
 
-def search_now(path: Path, search: DocumentSearch) -> list[PassageHit]:
+async def search(
+    db: aiosqlite.Connection, search: DocumentSearch, query: QueryVector | None = None
+) -> list[PassageHit]:
+    return await on_thread(db, ranked, search, query)
+
+
+def search_now(
+    path: Path, search: DocumentSearch, query: QueryVector | None = None
+) -> list[PassageHit]:
     """`search` on a read-only connection of its own, in this thread (a tool's step)."""
-    query = search_query(search)
-    if query is None or not path.exists():
+    if not path.exists():
         return []
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         db.execute("pragma busy_timeout=5000")
-        return hits(db.execute(*query).fetchall())
+        return ranked(db, search, query)
 
 
 async def listed(db: aiosqlite.Connection, tenant: str, limit: int) -> list[Document]:

@@ -14,14 +14,17 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
+from schemas.knowledge import DocumentSearch
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
+from services.projection.embeddings import QueryVector
+from services.projection.hybrid import CANDIDATES, fuse, nearest
 
 INSERT = """
 insert into memories (id, tenant, scope, owner, kind, at, text) values (?, ?, ?, ?, ?, ?, ?)
@@ -32,6 +35,7 @@ DELETE_SCOPE = "delete from memories where tenant = ? and scope = ? and owner = 
 DELETE_TENANT = "delete from memories where tenant = ?"
 _COLUMNS = "m.id, m.tenant, m.scope, m.owner, m.kind, m.at, m.text"
 _WORD = re.compile(r"\w+")
+T = TypeVar("T")
 MAX_TERMS = 16
 """Words of a query that are searched for at most."""
 
@@ -97,43 +101,93 @@ def match_expression(query: str) -> str:
     return " OR ".join(f'"{word}"' for word in dict.fromkeys(telling[:MAX_TERMS]))
 
 
-def search_query(search: MemorySearch) -> tuple[str, tuple[object, ...]] | None:
-    """The query that ranks `search`'s words within its scopes, and its arguments; None
-    when it can find nothing (no words, no scopes, scopes of more than one tenant)."""
-    expression = match_expression(search.query)
+def within(search: MemorySearch) -> tuple[str, list[object]] | None:
+    """The condition that keeps `search`'s tenant and scopes, and its arguments; None when
+    nothing is within (no scopes, scopes of more than one tenant)."""
     scopes = search.scopes
-    if not expression or not scopes or len({s.tenant for s in scopes}) != 1:
+    if not scopes or len({s.tenant for s in scopes}) != 1:
         return None
-    within = " or ".join("(m.scope = ? and m.owner = ?)" for _ in scopes)
-    args: list[object] = [expression, scopes[0].tenant]
+    each = " or ".join("(m.scope = ? and m.owner = ?)" for _ in scopes)
+    args: list[object] = [scopes[0].tenant]
     for scope in scopes:
         args += [scope.kind, scope.owner]
+    return f"m.tenant = ? and ({each})", args
+
+
+def limit_of(search: MemorySearch | DocumentSearch) -> int:
+    return max(min(search.limit, 50), 1)
+
+
+def search_query(search: MemorySearch, limit: int = 0) -> tuple[str, tuple[object, ...]] | None:
+    """The query that ranks `search`'s words within its scopes, and its arguments; None
+    when it can find nothing (no words, nothing within)."""
+    expression, scoped = match_expression(search.query), within(search)
+    if not expression or scoped is None:
+        return None
     sql = (
         f"select {_COLUMNS} from memory_text"  # noqa: S608 - placeholders
         " join memories m on m.rowid = memory_text.rowid"
-        f" where memory_text match ? and m.tenant = ? and ({within})"
+        f" where memory_text match ? and {scoped[0]}"
         " order by bm25(memory_text), m.id limit ?"
     )
-    return sql, (*args, max(min(search.limit, 50), 1))
+    return sql, (expression, *scoped[1], limit or limit_of(search))
 
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[MemoryHit]:
     return [MemoryHit(_record(row)) for row in rows]
 
 
-async def search(db: aiosqlite.Connection, search: MemorySearch) -> list[MemoryHit]:
-    query = search_query(search)
-    return hits(await db.execute_fetchall(*query)) if query else []
+def ranked(
+    db: sqlite3.Connection, search: MemorySearch, query: QueryVector | None
+) -> list[MemoryHit]:
+    """BM25's order, or with a query vector the fusion of BM25's list and the vector list,
+    both of rows within the search's tenant and scopes only."""
+    bm25 = search_query(search, CANDIDATES if query and query.vector else 0)
+    rows = db.execute(*bm25).fetchall() if bm25 else []
+    scoped = within(search)
+    if query is None or query.vector is None or scoped is None:
+        return hits(rows)
+    condition, args = scoped
+    candidates = db.execute(
+        f"select m.id, m.vector from memories m where {condition}"  # noqa: S608 - placeholders
+        " and m.vector_model = ? and m.vector is not null",
+        (*args, query.model),
+    ).fetchall()
+    order = fuse([r[0] for r in rows], nearest(query.vector, candidates), limit_of(search))
+    found = {r[0]: r for r in rows}
+    missing = [id_ for id_ in order if id_ not in found]
+    if missing:
+        marks = ", ".join("?" for _ in missing)
+        more = db.execute(
+            f"select {_COLUMNS} from memories m where {condition} and m.id in ({marks})",  # noqa: S608
+            (*args, *missing),
+        ).fetchall()
+        found.update({r[0]: r for r in more})
+    return hits(found[id_] for id_ in order if id_ in found)
 
 
-def search_now(path: Path, search: MemorySearch) -> list[MemoryHit]:
+async def search(
+    db: aiosqlite.Connection, search: MemorySearch, query: QueryVector | None = None
+) -> list[MemoryHit]:
+    return await on_thread(db, ranked, search, query)
+
+
+async def on_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: object) -> T:
+    """`work(connection, *args)` on the aiosqlite connection's own thread (the store's
+    `_in_thread`, with a result)."""
+    result: T = await db._execute(work, db._conn, *args)  # type: ignore[no-untyped-call]
+    return result
+
+
+def search_now(
+    path: Path, search: MemorySearch, query: QueryVector | None = None
+) -> list[MemoryHit]:
     """`search` on a read-only connection of its own, in this thread (a tool's step)."""
-    query = search_query(search)
-    if query is None or not path.exists():
+    if not path.exists():
         return []
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         db.execute("pragma busy_timeout=5000")
-        return hits(db.execute(*query).fetchall())
+        return ranked(db, search, query)
 
 
 async def listed(db: aiosqlite.Connection, scope: MemoryScope, limit: int) -> list[MemoryRecord]:

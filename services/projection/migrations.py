@@ -150,4 +150,13 @@ MIGRATIONS: tuple[str, ...] = (
     drop table keys;
     alter table keys_rebuilt rename to keys;
     """,
+    # Vectors for hybrid ranking (derived from the text by the embeddings server the
+    # settings name, unit-length float32; null until made), and the model that made each:
+    # the model's column first, so a search that checks it reads no vector's overflow pages.
+    """
+    alter table memories add column vector_model text;
+    alter table memories add column vector blob;
+    alter table passages add column vector_model text;
+    alter table passages add column vector blob;
+    """,
 )

@@ -28,13 +28,16 @@ from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
 from services.projection import postgres_search as indexes
+from services.projection import vectors
 from services.projection.catalog import Decided, catalog_rows
+from services.projection.embeddings import QueryVector
 from services.projection.erasure import Erasable
 from services.projection.postgres_erasure import erasable, erase
 from services.projection.postgres_migrations import MIGRATIONS
 from services.projection.postgres_timeline import TimelineReads
 from services.projection.store import AgentRow, _key, _key_rows, _spec_rows
 from services.projection.stores import CHANNEL
+from services.projection.vectors import Unembedded
 
 MIGRATION_LOCK = 0x7EA5_9111
 """The advisory lock writers take while migrating, so two starting at once take turns."""
@@ -164,6 +167,21 @@ class PostgresStore(TimelineReads):
     async def forget_document(self, tenant: str, id_: str) -> None:
         await self._securely(indexes.removed(tenant, id_), ("passages", "documents"))
 
+    async def unembedded(self, tenant: str, model: str, limit: int) -> list[Unembedded]:
+        """As SQLite's `unembedded`."""
+        mems = await self._all(_pg(vectors.UNEMBEDDED_MEMORIES), tenant, model, limit)
+        left = max(limit - len(mems), 0)
+        passages = _pg(vectors.UNEMBEDDED_PASSAGES)
+        found = await self._all(passages, tenant, model, left) if left else []
+        return vectors.unembedded(tenant, mems, found)
+
+    async def record_vectors(self, model: str, filled: Sequence[tuple[Unembedded, bytes]]) -> None:
+        """As SQLite's `record_vectors`."""
+        await self._transaction([(_pg(q), rows) for q, rows in vectors.updates(model, filled)])
+
+    async def unembedded_tenants(self, model: str) -> list[str]:
+        return [str(r[0]) for r in await self._all(_pg(vectors.TENANTS), model, model)]
+
     async def erase(self, prefix: str, *, tenant: str | None = None) -> None:
         """Delete the rows of the agents `prefix` names (`postgres_erasure.erase`)."""
         touched = await erase(self._transaction, prefix, tenant)
@@ -205,16 +223,21 @@ class PostgresStore(TimelineReads):
 
     # --- reads ------------------------------------------------------------------------
 
-    async def search_memories(self, search: MemorySearch) -> list[MemoryHit]:
-        """The records that match `search`'s words within its scopes, most relevant first."""
-        return await indexes.memories(self._db, search)
+    async def search_memories(
+        self, search: MemorySearch, query: QueryVector | None = None
+    ) -> list[MemoryHit]:
+        """The records that match `search`'s words within its scopes, most relevant first
+        (with `query`'s vector, fused with the records nearest it, within them too)."""
+        return await indexes.memories(self._db, search, query)
 
     async def memories(self, scope: MemoryScope, limit: int = 100) -> list[MemoryRecord]:
         """The scope's records, newest first."""
         return await indexes.listed_memories(self._db, scope, limit)
 
-    async def search_documents(self, search: DocumentSearch) -> list[PassageHit]:
-        return await indexes.passages(self._db, search)
+    async def search_documents(
+        self, search: DocumentSearch, query: QueryVector | None = None
+    ) -> list[PassageHit]:
+        return await indexes.passages(self._db, search, query)
 
     async def documents(self, tenant: str, limit: int = 100) -> list[Document]:
         return await indexes.listed_documents(self._db, tenant, limit)
@@ -333,3 +356,8 @@ def _notices(events: Sequence[Event]) -> list[tuple[str, str]]:
     for event in events:
         newest[event.agent] = max(event.seq, newest.get(event.agent, 0))
     return [(CHANNEL, f"{agent} {seq}") for agent, seq in sorted(newest.items())]
+
+
+def _pg(statement: str) -> LiteralString:
+    """One of `vectors`' statements with PostgreSQL's placeholders (it holds no other `?`)."""
+    return statement.replace("?", "%s")

@@ -102,4 +102,11 @@ MIGRATIONS: tuple[str, ...] = (
     create index passages_by_tenant on passages (tenant, document);
     create index passage_words on passages using gin (words);
     """,
+    # Vectors for hybrid ranking, as SQLite's eighth migration adds them.
+    """
+    alter table memories add column vector_model text;
+    alter table memories add column vector bytea;
+    alter table passages add column vector_model text;
+    alter table passages add column vector bytea;
+    """,
 )

@@ -15,21 +15,24 @@ only, and no score is given out, as SQLite's gives none.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
 
 from schemas.knowledge import Document, DocumentSearch, IndexedDocument, Passage, PassageHit
 from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
+from services.projection.embeddings import QueryVector
+from services.projection.hybrid import CANDIDATES, fuse, nearest
 from services.projection.knowledge import MAX_LISTED
-from services.projection.memories import MAX_TERMS, STOPWORDS, record_rows
+from services.projection.memories import MAX_TERMS, STOPWORDS, limit_of, record_rows
 
 Db = AsyncConnection[tuple[Any, ...]]
 Statements = list[tuple[LiteralString, Sequence[tuple[Any, ...]]]]
 _WORD = re.compile(r"\w+")
+T = TypeVar("T")
 
 INSERT_MEMORY = """
 insert into memories (id, tenant, scope, owner, kind, at, text)
@@ -79,34 +82,76 @@ def _tsquery(words: Sequence[str]) -> str:
 Query = tuple[str, tuple[object, ...]]
 
 
-def memory_query(search: MemorySearch) -> Query | None:
-    """The query that ranks `search`'s words within its scopes, and its arguments; None
-    when it can find nothing (no words, no scopes, scopes of more than one tenant)."""
-    words, scopes = query_words(search.query), search.scopes
-    if not words or not scopes or len({s.tenant for s in scopes}) != 1:
+def _within(search: MemorySearch) -> tuple[str, list[object]] | None:
+    scopes = search.scopes
+    if not scopes or len({s.tenant for s in scopes}) != 1:
         return None
-    within = " or ".join("(m.scope = %s and m.owner = %s)" for _ in scopes)
-    args: list[object] = [*words, scopes[0].tenant]
+    each = " or ".join("(m.scope = %s and m.owner = %s)" for _ in scopes)
+    args: list[object] = [scopes[0].tenant]
     for scope in scopes:
         args += [scope.kind, scope.owner]
+    return f"m.tenant = %s and ({each})", args
+
+
+def memory_query(search: MemorySearch, limit: int = 0) -> Query | None:
+    """The query that ranks `search`'s words within its scopes, and its arguments; None
+    when it can find nothing (no words, no scopes, scopes of more than one tenant)."""
+    words, scoped = query_words(search.query), _within(search)
+    if not words or scoped is None:
+        return None
     statement = (
         f"select {_MEMORY}"  # noqa: S608 - placeholders
         f" from memories m, (select {_tsquery(words)}) as q (q)"
-        f" where m.words @@ q.q and m.tenant = %s and ({within})"
+        f" where m.words @@ q.q and {scoped[0]}"
         " order by ts_rank(m.words, q.q, 2) desc, m.id limit %s"
     )
-    return statement, (*args, max(min(search.limit, 50), 1))
+    return statement, (*words, *scoped[1], limit or limit_of(search))
 
 
-async def memories(db: Db, search: MemorySearch) -> list[MemoryHit]:
-    query = memory_query(search)
-    return [MemoryHit(_record(row)) for row in await _all(db, query[0], *query[1])] if query else []
+Plan = Generator[Query, list[tuple[Any, ...]], list[T]]
+"""A search as the queries it makes, each sent the rows its query found (sans I/O: the
+same plan runs on an async connection and on one of a tool step's thread)."""
 
 
-def memories_now(url: str, search: MemorySearch) -> list[MemoryHit]:
+def memory_plan(search: MemorySearch, query: QueryVector | None) -> Plan[MemoryHit]:
+    """As `memories.ranked`: BM25's order, or its fusion with the vector list, both of rows
+    within the search's tenant and scopes only."""
+    vector = query.vector if query is not None else None
+    bm25 = memory_query(search, CANDIDATES if vector else 0)
+    rows = (yield bm25) if bm25 else []
+    scoped = _within(search)
+    if query is None or vector is None or scoped is None:
+        return [MemoryHit(_record(row)) for row in rows]
+    condition, args = scoped
+    candidates = yield (
+        f"select m.id, m.vector from memories m where {condition}"  # noqa: S608 - placeholders
+        " and m.vector_model = %s and m.vector is not null",
+        (*args, query.model),
+    )
+    near = nearest(vector, [(str(r[0]), bytes(r[1])) for r in candidates])
+    order = fuse([str(r[0]) for r in rows], near, limit_of(search))
+    found = {str(r[0]): r for r in rows}
+    missing = [id_ for id_ in order if id_ not in found]
+    if missing:
+        more = yield (
+            f"select {_MEMORY} from memories m where {condition} and m.id = any(%s)",  # noqa: S608
+            (*args, missing),
+        )
+        found.update({str(r[0]): r for r in more})
+    return [MemoryHit(_record(found[id_])) for id_ in order if id_ in found]
+
+
+async def memories(
+    db: Db, search: MemorySearch, query: QueryVector | None = None
+) -> list[MemoryHit]:
+    return await _drive(db, memory_plan(search, query))
+
+
+def memories_now(
+    url: str, search: MemorySearch, query: QueryVector | None = None
+) -> list[MemoryHit]:
     """`memories` on a read-only connection of its own, in this thread (a tool's step)."""
-    query = memory_query(search)
-    return [MemoryHit(_record(row)) for row in _now(url, query)] if query else []
+    return _drive_now(url, memory_plan(search, query))
 
 
 async def listed_memories(db: Db, scope: MemoryScope, limit: int) -> list[MemoryRecord]:
@@ -136,38 +181,89 @@ def removed(tenant: str, id_: str) -> Statements:
     return [(CLEAR_PASSAGES, [(tenant, id_)]), (DELETE_DOCUMENT, [(tenant, id_)])]
 
 
-def passage_query(search: DocumentSearch) -> Query | None:
+_RELEASED = "p.tenant = %s and d.tenant = p.tenant and d.status = 'released'"
+_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text"
+
+
+def passage_query(search: DocumentSearch, limit: int = 0) -> Query | None:
     """The query that ranks `search`'s words in its tenant's released passages, and its
     arguments; None when it can find nothing (no words)."""
     words = query_words(search.query)
     if not words or not search.tenant:
         return None
     statement = (
-        "select p.document, d.title, p.n, p.start, p.section, p.text"  # noqa: S608 - placeholders
+        f"select {_PASSAGE}"  # noqa: S608 - placeholders
         " from passages p join documents d on d.id = p.document,"
         f" (select {_tsquery(words)}) as q (q)"
-        " where p.words @@ q.q and p.tenant = %s and d.tenant = p.tenant"
-        " and d.status = 'released'"
+        f" where p.words @@ q.q and {_RELEASED}"
         " order by ts_rank(p.words, q.q, 2) desc, p.document, p.n limit %s"
     )
-    return statement, (*words, search.tenant, max(min(search.limit, 50), 1))
+    return statement, (*words, search.tenant, limit or limit_of(search))
 
 
-async def passages(db: Db, search: DocumentSearch) -> list[PassageHit]:
-    query = passage_query(search)
-    return _hits(await _all(db, query[0], *query[1])) if query else []
+def passage_plan(search: DocumentSearch, query: QueryVector | None) -> Plan[PassageHit]:
+    """As `knowledge.ranked`: BM25's order, or its fusion with the vector list, both of the
+    tenant's released passages only."""
+    vector = query.vector if query is not None and search.tenant else None
+    bm25 = passage_query(search, CANDIDATES if vector else 0)
+    rows = (yield bm25) if bm25 else []
+    if query is None or vector is None:
+        return _hits(rows)
+    candidates = yield (
+        "select p.document, p.n, p.vector"  # noqa: S608 - constants
+        " from passages p join documents d on d.id = p.document"
+        f" where {_RELEASED} and p.vector_model = %s and p.vector is not null",
+        (search.tenant, query.model),
+    )
+    found = {(str(r[0]), int(r[2])): r for r in rows}
+    near = nearest(vector, [((str(r[0]), int(r[1])), bytes(r[2])) for r in candidates])
+    order = fuse(list(found), near, limit_of(search))
+    missing = [key for key in order if key not in found]
+    if missing:
+        more = yield (
+            f"select {_PASSAGE} from passages p join documents d on d.id = p.document"  # noqa: S608
+            f" where {_RELEASED} and (p.document, p.n) in"
+            " (select * from unnest(%s::text[], %s::bigint[]))",
+            (search.tenant, [k[0] for k in missing], [k[1] for k in missing]),
+        )
+        found.update({(str(r[0]), int(r[2])): r for r in more})
+    return _hits(found[key] for key in order if key in found)
 
 
-def passages_now(url: str, search: DocumentSearch) -> list[PassageHit]:
+async def passages(
+    db: Db, search: DocumentSearch, query: QueryVector | None = None
+) -> list[PassageHit]:
+    return await _drive(db, passage_plan(search, query))
+
+
+def passages_now(
+    url: str, search: DocumentSearch, query: QueryVector | None = None
+) -> list[PassageHit]:
     """`passages` on a read-only connection of its own, in this thread (a tool's step)."""
-    query = passage_query(search)
-    return _hits(_now(url, query)) if query else []
+    return _drive_now(url, passage_plan(search, query))
 
 
-def _now(url: str, query: Query) -> list[tuple[Any, ...]]:
+async def _drive(db: Db, plan: Plan[T]) -> list[T]:
+    try:
+        statement = next(plan)
+        while True:
+            statement = plan.send(await _all(db, statement[0], *statement[1]))
+    except StopIteration as done:
+        return list(done.value)
+
+
+def _drive_now(url: str, plan: Plan[T]) -> list[T]:
+    try:
+        statement = next(plan)
+    except StopIteration as done:
+        return list(done.value)
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("set default_transaction_read_only = on")
-        return db.execute(query[0], query[1]).fetchall()
+        try:
+            while True:
+                statement = plan.send(db.execute(statement[0], statement[1]).fetchall())
+        except StopIteration as done:
+            return list(done.value)
 
 
 async def listed_documents(db: Db, tenant: str, limit: int) -> list[Document]:

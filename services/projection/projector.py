@@ -41,6 +41,7 @@ from services.contracts import (
 from services.durable import NO_JOURNAL, step_options
 from services.ingress import AsyncIngress
 from services.observe import tracing
+from services.projection import filling
 from services.projection.catalog import Decided
 from services.projection.erasure import Erasable
 from services.projection.postgres import PostgresStore
@@ -174,10 +175,11 @@ class Projection:
                 await store.clear()
             return await fill(store)
 
-    async def apply(self, work: Callable[[ReadSide], Awaitable[None]]) -> None:
-        """`work` on the store between two group commits (a write of its own)."""
+    async def apply(self, work: Callable[[ReadSide], Awaitable[T]]) -> T:
+        """`work` on the store between two group commits (a write of its own, or a read on
+        the writer's connection)."""
         async with self._lock:
-            await work(await self._current())
+            return await work(await self._current())
 
     async def erasable(self, prefix: str) -> Erasable:
         async with self._lock:
@@ -345,6 +347,7 @@ def projector_service(
     @projector.handler(name=PROJECT_MEMORY.name, journal_retention=NO_JOURNAL)
     async def memory(ctx: restate.ObjectContext, record: MemoryRecord) -> None:
         await projection.apply(lambda store: store.record_memories((record,)))
+        filling.ask(ctx, record.scope.tenant)
 
     @projector.handler(name=PROJECT_FORGOTTEN.name)
     async def forgotten(ctx: restate.ObjectContext, gone: MemoryForgotten) -> None:
@@ -360,9 +363,12 @@ def projector_service(
                 lambda store: rebuild_from_restate(store, ingress_url, admin_url, archived)
             )
 
-        return await ctx.run_typed("rebuild", run, step_options(RebuildReport))
+        report = await ctx.run_typed("rebuild", run, step_options(RebuildReport))
+        await filling.ask_all(ctx, projection)
+        return report
 
     _knowledge_handlers(projector, projection)
+    filling.vector_handlers(projector, projection)
     return projector
 
 
@@ -372,6 +378,8 @@ def _knowledge_handlers(projector: restate.VirtualObject, projection: Projection
     @projector.handler(name=PROJECT_DOCUMENT.name, journal_retention=NO_JOURNAL)
     async def document(ctx: restate.ObjectContext, indexed: IndexedDocument) -> None:
         await projection.apply(lambda store: store.record_document(indexed))
+        if indexed.passages:
+            filling.ask(ctx, indexed.document.tenant)
 
     @projector.handler(name=PROJECT_DOCUMENT_GONE.name)
     async def document_gone(ctx: restate.ObjectContext, gone: DocumentGone) -> None:

@@ -40,10 +40,12 @@ from schemas.memory import MemoryHit, MemoryRecord, MemoryScope, MemorySearch
 from schemas.questions import Question
 from schemas.spec import AgentSpec
 from schemas.tenant import ApiKey, PublishedSpec
-from services.projection import knowledge, memories, tallies
+from services.projection import knowledge, memories, tallies, vectors
 from services.projection.catalog import Decided, catalog_rows
+from services.projection.embeddings import QueryVector
 from services.projection.erasure import Erasable, Statements, erasable, erase, securely
 from services.projection.migrations import MIGRATIONS
+from services.projection.vectors import Unembedded
 
 QUEUE_WINDOW = 2000
 """The newest events of an agent its queue is counted over (`queued`)."""
@@ -226,19 +228,42 @@ class ProjectionStore:
     async def _statements(self, statements: Statements) -> None:
         await self._in_thread(_transaction, statements)
 
+    async def unembedded(self, tenant: str, model: str, limit: int) -> list[Unembedded]:
+        """The tenant's memory records and passages without a vector of `model`."""
+        fetch = self._db.execute_fetchall
+        mems = list(await fetch(vectors.UNEMBEDDED_MEMORIES, (tenant, model, limit)))
+        left = max(limit - len(mems), 0)
+        found = (
+            list(await fetch(vectors.UNEMBEDDED_PASSAGES, (tenant, model, left))) if left else []
+        )
+        return vectors.unembedded(tenant, mems, found)
+
+    async def record_vectors(self, model: str, filled: Sequence[tuple[Unembedded, bytes]]) -> None:
+        """Keep each row's vector, if the row still holds the text it was made from."""
+        await self._in_thread(_transaction, vectors.updates(model, filled))
+
+    async def unembedded_tenants(self, model: str) -> list[str]:
+        return [str(r[0]) for r in await self._db.execute_fetchall(vectors.TENANTS, (model, model))]
+
     # --- reads ------------------------------------------------------------------------
 
-    async def search_memories(self, search: MemorySearch) -> list[MemoryHit]:
-        """The records that match `search`'s words within its scopes, most relevant first."""
-        return await memories.search(self._db, search)
+    async def search_memories(
+        self, search: MemorySearch, query: QueryVector | None = None
+    ) -> list[MemoryHit]:
+        """The records that match `search`'s words within its scopes, most relevant first
+        (with `query`'s vector, fused with the records nearest it, within them too)."""
+        return await memories.search(self._db, search, query)
 
     async def memories(self, scope: MemoryScope, limit: int = 100) -> list[MemoryRecord]:
         """The scope's records, newest first."""
         return await memories.listed(self._db, scope, limit)
 
-    async def search_documents(self, search: DocumentSearch) -> list[PassageHit]:
-        """The tenant's released passages that match `search`'s words, most relevant first."""
-        return await knowledge.search(self._db, search)
+    async def search_documents(
+        self, search: DocumentSearch, query: QueryVector | None = None
+    ) -> list[PassageHit]:
+        """The tenant's released passages that match `search`'s words, most relevant first
+        (with `query`'s vector, fused with the passages nearest it, of them too)."""
+        return await knowledge.search(self._db, search, query)
 
     async def documents(self, tenant: str, limit: int = 100) -> list[Document]:
         """The tenant's documents, drafts too, newest first."""

@@ -66,6 +66,41 @@ class LlamaServer:
         return self.log_path.read_text(errors="replace")
 
 
+class EmbeddingsServer:
+    """`python -m llama_cpp.server` serving SmolLM2's vectors on `/v1/embeddings`.
+
+    SmolLM2 is a causal model whose file names no pooling, so the server would answer one
+    vector per token of each text; the metadata override `llama.pooling_type=int:1` (mean)
+    makes it answer one vector per text, as an embeddings model does.
+    """
+
+    def __init__(self, log_dir: Path, name: str = "embeddings-server") -> None:
+        self.port = free_port()
+        self.log_path = log_dir / f"{name}.log"
+        argv = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(bundled_model_path()), "--model_alias", MODEL_ID,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", "512", "--n_threads", "1", "--n_threads_batch", "1",
+            "--embedding", "true", "--kv_overrides", "llama.pooling_type=int:1",
+        ]  # fmt: skip
+        self.process = ManagedProcess(name, argv, dict(os.environ), self.log_path)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        self.process.spawn()
+        self.process.wait_until(self._ready, 60, "serve /v1/models")
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/models", timeout=2).is_success
+        except httpx.TransportError:
+            return False
+
+
 class CountingServer:
     """Answers every request 500 and counts them: the stand-in for an external API. Like
     some real ones, its error repeats the authorization it was sent."""

@@ -21,6 +21,8 @@ ALLOWED = (
     "services.projection.store",
     "services.projection.stores",
     "services.projection.tallies",
+    # The embeddings server's client: a query's vector for hybrid ranking (no store in it).
+    "services.projection.embeddings",
     "services.contracts",
     "services.ingress",
     "services.specs",

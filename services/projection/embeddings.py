@@ -1,0 +1,176 @@
+"""Vectors from an OpenAI-compatible embeddings server (`TEASPILL_EMBEDDINGS_URL`), for
+hybrid ranking: its `POST {url}/embeddings` with a list of texts answers one vector per
+text (`data[i].embedding`, in the order sent, or ordered by `data[i].index`).
+
+A vector is kept as little-endian float32 bytes, scaled to unit length, so that the
+cosine of two is their dot product. A server that answers anything else (a list of
+per-token vectors, as llama.cpp's server does for a causal model run without pooling, a
+status other than 200, a count other than the texts') raises `EmbeddingsError`, whose
+message is one sentence; the search then ranks by BM25 alone and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+
+from schemas.memory import Ranking
+from services.settings import Settings, settings
+
+log = logging.getLogger("teaspill.embeddings")
+MAX_INPUT_CHARS = 2_000
+"""Characters of a text sent to the server at most (a passage holds at most 1,500)."""
+FILL_TIMEOUT = 120.0
+"""Seconds a batch of the fill waits for its vectors (a CPU server is slow)."""
+
+
+class EmbeddingsError(RuntimeError):
+    """The server did not give one vector per text."""
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    url: str
+    model: str
+    key: str = ""
+    timeout: float = 5.0
+    transport: httpx.MockTransport | None = None
+    """A fake server (tests): `httpx.MockTransport` serves both kinds of client."""
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.key}"} if self.key else {}
+
+    def _body(self, texts: Sequence[str]) -> dict[str, Any]:
+        return {"model": self.model, "input": [t[:MAX_INPUT_CHARS] for t in texts]}
+
+    def embed_now(self, texts: Sequence[str], timeout: float | None = None) -> list[bytes]:
+        """The texts' vectors, in this thread."""
+        try:
+            with httpx.Client(transport=self.transport) as client:
+                answer = client.post(
+                    f"{self.url}/embeddings",
+                    json=self._body(texts),
+                    headers=self._headers,
+                    timeout=timeout or self.timeout,
+                )
+        except httpx.HTTPError as error:
+            raise EmbeddingsError(_unreachable(error)) from None
+        return vectors(answer, len(texts))
+
+    async def embed(
+        self,
+        texts: Sequence[str],
+        wait: float | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> list[bytes]:
+        """The texts' vectors."""
+        try:
+            if client is not None:
+                answer = await self._post(client, texts, wait)
+            else:
+                async with httpx.AsyncClient(transport=self.transport) as own:
+                    answer = await self._post(own, texts, wait)
+        except httpx.HTTPError as error:
+            raise EmbeddingsError(_unreachable(error)) from None
+        return vectors(answer, len(texts))
+
+    async def _post(
+        self, client: httpx.AsyncClient, texts: Sequence[str], wait: float | None
+    ) -> httpx.Response:
+        return await client.post(
+            f"{self.url}/embeddings",
+            json=self._body(texts),
+            headers=self._headers,
+            timeout=wait or self.timeout,
+        )
+
+
+def configured(given: Settings | None = None) -> Embeddings | None:
+    """The embeddings server the settings name; None when hybrid ranking is off."""
+    s = given or settings()
+    if not s.embeddings_url:
+        return None
+    url = s.embeddings_url.rstrip("/")
+    return Embeddings(url, s.embeddings_model, s.embeddings_key, s.embeddings_timeout_seconds)
+
+
+def vectors(answer: httpx.Response, count: int) -> list[bytes]:
+    """One unit-length float32 vector per text from the server's answer."""
+    if answer.status_code != 200:
+        raise EmbeddingsError(f"The embeddings server answered {answer.status_code}.")
+    try:
+        data = sorted(answer.json()["data"], key=lambda item: int(item.get("index", 0)))
+        found = [np.asarray(item["embedding"], dtype="<f4") for item in data]
+    except (ValueError, KeyError, TypeError) as error:
+        raise EmbeddingsError(
+            f"The embeddings server's answer is not one vector per text ({error})."
+        ) from None
+    if len(found) != count or any(v.ndim != 1 or not v.size for v in found):
+        raise EmbeddingsError(
+            f"The embeddings server answered {len(found)} vectors of shapes"
+            f" {sorted({v.shape for v in found})} for {count} texts: one flat vector per text is"
+            " needed (for llama.cpp's server, a pooling type such as mean)."
+        )
+    return [unit(v) for v in found]
+
+
+def unit(vector: np.ndarray[Any, np.dtype[Any]]) -> bytes:
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm else vector).astype("<f4").tobytes()
+
+
+def _unreachable(error: httpx.HTTPError) -> str:
+    return f"The embeddings server did not answer ({type(error).__name__})."
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's vector, or why there is none (`note`, a sentence for the answer)."""
+
+    vector: bytes | None = None
+    model: str = ""
+    """The model that made it: only rows' vectors of the same model are compared."""
+    note: str = ""
+
+
+FALLBACK = "ranked by BM25 alone"
+
+
+def ranking_of(query: QueryVector) -> Ranking:
+    return "hybrid" if query.vector is not None else "bm25"
+
+
+def query_now(text: str, given: Embeddings | None = None) -> QueryVector:
+    """The query's vector when hybrid ranking is on, in this thread; on a failure, a note
+    (logged) and no vector."""
+    embeddings = given or configured()
+    if embeddings is None:
+        return QueryVector()
+    try:
+        return QueryVector(embeddings.embed_now([text])[0], embeddings.model)
+    except EmbeddingsError as error:
+        return _fallback(error)
+
+
+async def query_vector(
+    text: str, given: Embeddings | None = None, client: httpx.AsyncClient | None = None
+) -> QueryVector:
+    embeddings = given or configured()
+    if embeddings is None:
+        return QueryVector()
+    try:
+        return QueryVector((await embeddings.embed([text], client=client))[0], embeddings.model)
+    except EmbeddingsError as error:
+        return _fallback(error)
+
+
+def _fallback(error: EmbeddingsError) -> QueryVector:
+    note = f"{str(error).removesuffix('.')}: {FALLBACK}."
+    log.warning("search %s", note)
+    return QueryVector(note=note)

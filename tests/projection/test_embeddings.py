@@ -1,0 +1,108 @@
+"""Hybrid ranking's parts, with a fake embeddings server (`httpx.MockTransport`):
+reciprocal-rank fusion, the nearest rows, what an answer must be to give vectors, the
+fallback note, and the fill that keeps a batch at a time and stops at a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from schemas.memory import MemoryRecord, MemoryScope
+from services.projection.embeddings import (
+    Embeddings,
+    EmbeddingsError,
+    query_now,
+    unit,
+)
+from services.projection.filling import BATCH, fill
+from services.projection.hybrid import fuse, nearest
+from services.projection.projector import Projection
+from services.stack.process import free_port
+
+U = MemoryScope("acme", "user", "u1")
+
+
+def test_fusion_favours_what_both_lists_rank_high_and_keeps_bm25s_order_on_ties() -> None:
+    assert fuse(["a", "b", "c"], ["b"], 3) == ["b", "a", "c"]
+    assert fuse(["a", "b"], ["b", "a"], 2) == ["a", "b"]  # a tie: BM25's order
+    assert fuse([], ["x", "y"], 1) == ["x"]
+    assert fuse(["a"], [], 5) == ["a"]
+
+
+def test_nearest_ranks_by_cosine_and_leaves_out_vectors_of_another_length() -> None:
+    def v(*xs: float) -> bytes:
+        return unit(np.asarray(xs, dtype="<f4"))
+
+    rows = [("far", v(1, 0)), ("near", v(0.1, 1)), ("odd", v(0, 1, 0)), ("mid", v(1, 1))]
+    assert nearest(v(0, 1), rows) == ["near", "mid", "far"]
+    assert nearest(v(0, 1), rows, n=1) == ["near"]
+    assert nearest(b"", rows) == []
+
+
+def server(answer: object, status: int = 200) -> Embeddings:
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=answer)
+
+    return Embeddings("http://embeddings/v1", "m", transport=httpx.MockTransport(handle))
+
+
+def test_an_answer_gives_one_unit_vector_per_text_in_index_order() -> None:
+    answer = {"data": [{"index": 1, "embedding": [0, 2]}, {"index": 0, "embedding": [3, 4]}]}
+    first, second = server(answer).embed_now(["a", "b"])
+    assert np.frombuffer(first, dtype="<f4").tolist() == pytest.approx([0.6, 0.8])
+    assert np.frombuffer(second, dtype="<f4").tolist() == pytest.approx([0.0, 1.0])
+
+
+def test_per_token_vectors_of_a_causal_model_without_pooling_are_refused() -> None:
+    answer = {"data": [{"index": 0, "embedding": [[0.1, 0.2], [0.3, 0.4]]}]}
+    with pytest.raises(EmbeddingsError, match=r"one flat vector per text .* pooling type"):
+        server(answer).embed_now(["two tokens"])
+    with pytest.raises(EmbeddingsError, match="answered 500"):
+        server({"error": "down"}, 500).embed_now(["a"])
+    with pytest.raises(EmbeddingsError, match=r"answered 1 vectors .* for 2 texts"):
+        server({"data": [{"index": 0, "embedding": [1.0]}]}).embed_now(["a", "b"])
+
+
+def test_a_server_that_does_not_answer_leaves_a_note_and_no_vector() -> None:
+    down = Embeddings(f"http://127.0.0.1:{free_port()}/v1", "m", timeout=2)
+    query = query_now("tea", down)
+    assert query.vector is None
+    assert (
+        query.note == "The embeddings server did not answer (ConnectError): ranked by BM25 alone."
+    )
+
+
+def test_the_fill_keeps_each_batch_and_stops_at_the_first_failure(tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        texts = json.loads(request.content)["input"]
+        asked.append(len(texts))
+        if len(asked) == 2:
+            return httpx.Response(503)
+        return httpx.Response(
+            200, json={"data": [{"index": i, "embedding": [1, i]} for i, _ in enumerate(texts)]}
+        )
+
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    records = [MemoryRecord(f"m{i:03}", U, "episodic", f"note {i}", at) for i in range(BATCH + 5)]
+    embeddings = Embeddings("http://embeddings/v1", "m", transport=httpx.MockTransport(handle))
+
+    async def go() -> None:
+        projection = Projection(tmp_path / "p.db")
+        await projection.apply(lambda store: store.record_memories(records))
+        stopped = await fill(projection, "acme", embeddings)
+        assert (stopped.made, stopped.problem) == (BATCH, "The embeddings server answered 503.")
+        done = await fill(projection, "acme", embeddings)
+        assert (done.made, done.problem) == (5, "")
+        assert await fill(projection, "acme", embeddings) == type(done)(0, "")
+        await projection.close()
+
+    asyncio.run(go())
+    assert asked == [BATCH, 5, 5]
