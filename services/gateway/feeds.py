@@ -142,11 +142,22 @@ class AgentFeed:
                     self.rounds.supersede((row.turn, WHOLE_TURN))
             return
 
+    def rewind(self, seq: int) -> None:
+        """A follower's replay ended at `seq`, below this feed's cursor: the projection
+        had a hole when the feed began after its last seq (events written out of order,
+        as when a write failed and is made again later). Read again from `seq`, so that
+        the hole's events, once written, reach every follower; those that have them drop
+        the repeats."""
+        if seq < self._cursor:
+            self._cursor = seq
+            self._nudged.set()
+
     async def _poll(self) -> None:
         self._nudged.clear()
+        start = self._cursor
         try:
             page = await self._projection.read(
-                lambda store: store.page(self.agent, self._cursor, PAGE, max_bytes=self.page_bytes)
+                lambda store: store.page(self.agent, start, PAGE, max_bytes=self.page_bytes)
             )
         except ProjectionUnavailableError:
             page = Page([], full=False)
@@ -155,7 +166,8 @@ class AgentFeed:
             if finished is not None:
                 self.rounds.supersede(finished)
             self.publish(event)
-            self._cursor = event.seq
+        if page.events and self._cursor == start:  # not rewound while it read
+            self._cursor = page.events[-1].seq
         self.rounds.expire(time.monotonic(), self._live_ttl)
         if not page.full:
             with contextlib.suppress(TimeoutError):
@@ -197,6 +209,12 @@ class Hub:
         else:
             feed.add(follower)
         return follower
+
+    def replayed(self, follower: Follower, seq: int) -> None:
+        """The follower replayed the projection up to `seq` (`AgentFeed.rewind`)."""
+        feed = self._feeds.get(follower.agent)
+        if feed is not None:
+            feed.rewind(seq)
 
     def unfollow(self, follower: Follower) -> None:
         feed = self._feeds.get(follower.agent)

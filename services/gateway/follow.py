@@ -98,6 +98,7 @@ async def follow(
     try:
         async for event in position.catch_up():
             yield event
+        hub.replayed(follower, position.last)
         while True:
             item = await follower.next(heartbeat)
             if item == "closed":

@@ -104,6 +104,21 @@ async def test_a_notice_that_overtakes_its_events_is_followed_by_the_next_one(
     assert seqs(frames) == list(range(13, 25))
 
 
+async def test_a_follower_that_joins_while_the_projection_lacks_events_gets_them_later(
+    quiet: World,
+) -> None:
+    """Events 19-24 are written before 13-18 (a write that failed, made again later) and
+    the follower joins in between: its replay ends at 12, where the agent's last seq is
+    24; once 13-18 are written, it gets 13-24, each once."""
+    more = timeline(AGENT, 2, first_seq=13, first_turn=3)
+    await quiet.record(more[6:])
+    async with following(quiet) as reader:
+        await quiet.record(more[:6])
+        await notify(quiet, Projected(AGENT, 18))
+        frames = await reader.until(lambda fs: 24 in seqs(fs), seconds=5)
+    assert seqs(frames) == list(range(13, 25))
+
+
 @pytest.mark.parametrize(
     ("headers", "body", "status", "says"),
     [
