@@ -47,7 +47,8 @@ def _stack_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--cluster",
         action="store_true",
         help="start the cluster layout on this machine: three Restate nodes, two endpoint "
-        "replicas and two gateways behind HAProxy (docs/operations.md)",
+        "replicas and two gateways behind HAProxy, PostgreSQL as their read side "
+        "(docs/operations.md)",
     )
     verbs.add_parser("down", help="stop a stack started with `up --detach`")
     verbs.add_parser("status", help="say which parts of the stack answer")
