@@ -15,7 +15,14 @@ import msgspec
 
 from schemas.memory import Ranking
 
-DocumentFormat = Literal["text", "markdown"]
+DocumentFormat = Literal["text", "markdown", "pdf"]
+"""`pdf`: the text extracted from a PDF's pages, each page's ended by a form feed (`\\f`),
+so every passage knows its page."""
+TextFormat = Literal["text", "markdown"]
+"""The formats a text is uploaded in (a PDF is uploaded as its file)."""
+PAGE_BREAK = "\f"
+MAX_PDF_PAGES = 2_000
+"""Pages of a PDF whose text is extracted at most."""
 DocumentStatus = Literal["draft", "released"]
 MAX_DOCUMENT_CHARS = 1_000_000
 """Characters one document holds at most."""
@@ -51,6 +58,8 @@ class Passage(msgspec.Struct, frozen=True):
     section: str
     """The Markdown headings it sits under (`Setup > Ports`), empty for plain text."""
     text: str
+    page: int = 0
+    """The PDF's page it is on, from 1 (a passage never spans two); 0 for a text."""
 
 
 class DocumentUpload(msgspec.Struct, frozen=True):

@@ -21,11 +21,12 @@ def commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     each = group.add_subparsers(required=True, metavar="VERB")
     upload = each.add_parser(
         "upload",
-        help="upload a text or Markdown file as a draft",
+        help="upload a text, Markdown or PDF file as a draft",
         description="Upload FILE as a draft document of TENANT: kept, never searched until "
         "it is released. A .md or .markdown file is Markdown (its headings start passages "
-        "and name their sections); anything else is plain text. A text the tenant has "
-        "already is that document.",
+        "and name their sections); a .pdf file is a PDF (the gateway reads its pages' text, "
+        "and each passage knows its page); anything else is plain text. A text the tenant "
+        "has already is that document.",
     )
     upload.add_argument("tenant")
     upload.add_argument("file", type=Path)
@@ -63,11 +64,23 @@ def read_document(path: Path, title: str | None) -> tuple[str, str, DocumentForm
 
 
 def _upload(client: Client, args: argparse.Namespace) -> None:
-    title, text, format_ = read_document(args.file, args.title)
-    made = client.upload_document(title, text, format_)
+    if args.file.suffix.lower() == ".pdf":
+        made = client.upload_pdf(
+            (args.title or args.file.name)[:MAX_TITLE_CHARS], _bytes(args.file)
+        )
+    else:
+        title, text, format_ = read_document(args.file, args.title)
+        made = client.upload_document(title, text, format_)
     if args.release:
         made = client.release_document(made.id)
     print(f"{made.id}: {made.title}, {made.status}, {made.chars} characters ({made.format}).")
+
+
+def _bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"Cannot read {path}: {error.strerror or error}.") from None
 
 
 def _release(client: Client, document_id: str) -> None:
@@ -89,6 +102,7 @@ def _search(client: Client, query: str, limit: int) -> None:
         print("No passage of a released document matches.")
     for hit in hits:
         where = f" ({hit.passage.section})" if hit.passage.section else ""
+        where += f", page {hit.passage.page}" if hit.passage.page else ""
         text = " ".join(hit.passage.text.split())
         text = text if len(text) <= SHOWN_TEXT else text[: SHOWN_TEXT - 1] + "…"
         print(f"{hit.document} passage {hit.passage.n}, {hit.title}{where}:\n  {text}")

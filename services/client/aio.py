@@ -77,7 +77,7 @@ class AsyncClient:
         await self.aclose()
 
     async def _do(self, call: calls.Call[T]) -> T:
-        headers = {**call.headers, **({"content-type": "application/json"} if call.body else {})}
+        headers = {**({"content-type": "application/json"} if call.body else {}), **call.headers}
         try:
             response = await self._http.request(
                 call.method, call.path, params=call.params, content=call.body, headers=headers
@@ -244,6 +244,10 @@ class AsyncClient:
         """A draft, never searched until released; a text the tenant has already is that
         document."""
         return await self._do(calls.upload_document(title, text, format_))
+
+    async def upload_pdf(self, title: str, pdf: bytes) -> Document:
+        """A draft of the PDF's pages' text (format `pdf`), as `upload_document`."""
+        return await self._do(calls.upload_pdf(title, pdf))
 
     async def release_document(self, document_id: str) -> Document:
         """Its passages are searchable once this returns."""

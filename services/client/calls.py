@@ -185,6 +185,12 @@ def upload_document(title: str, text: str, format_: DocumentFormat) -> Call[Docu
     return Call("POST", "/v1/knowledge", Document, body=body)
 
 
+def upload_pdf(title: str, pdf: bytes) -> Call[Document]:
+    headers = {"content-type": "application/pdf"}
+    params: dict[str, str | int] = {"title": title}
+    return Call("POST", "/v1/knowledge/pdf", Document, params=params, body=pdf, headers=headers)
+
+
 def release_document(document_id: str) -> Call[Document]:
     return Call("POST", f"/v1/knowledge/{quote(document_id, safe='')}/release", Document)
 

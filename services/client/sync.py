@@ -73,7 +73,7 @@ class Client:
         self.close()
 
     def _do(self, call: calls.Call[T]) -> T:
-        headers = {**call.headers, **({"content-type": "application/json"} if call.body else {})}
+        headers = {**({"content-type": "application/json"} if call.body else {}), **call.headers}
         try:
             response = self._http.request(
                 call.method, call.path, params=call.params, content=call.body, headers=headers
@@ -241,6 +241,10 @@ class Client:
         """A draft, never searched until released; a text the tenant has already is that
         document."""
         return self._do(calls.upload_document(title, text, format_))
+
+    def upload_pdf(self, title: str, pdf: bytes) -> Document:
+        """A draft of the PDF's pages' text (format `pdf`), as `upload_document`."""
+        return self._do(calls.upload_pdf(title, pdf))
 
     def release_document(self, document_id: str) -> Document:
         """Its passages are searchable once this returns."""

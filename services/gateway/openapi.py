@@ -66,6 +66,7 @@ _WHY = {
     410: "The key's tenant is being erased or was erased: nothing can be made in it again.",
     413: "The request body, or a document in it, is too large.",
     408: "The request body did not arrive in time.",
+    415: "The body is not of the content type the route takes.",
     422: "A field is missing or has the wrong type or value.",
     429: "A limit of the key or the tenant is reached: the message says which; "
     "`Retry-After` says when to retry where waiting helps.",

@@ -7,25 +7,27 @@ nothing of it, and is answered as if nothing were there.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from schemas.knowledge import (
     MAX_DOCUMENT_CHARS,
     MAX_TITLE_CHARS,
     DocumentAnswer,
-    DocumentFormat,
     DocumentList,
     DocumentSearch,
     DocumentUpload,
     PassageList,
+    TextFormat,
 )
 from services.gateway.auth import Principal, require
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
+from services.gateway.pdf import PdfRefusedError, pdf_text
 from services.gateway.runtime import Runtime, runtime
 from services.projection.embeddings import query_vector, ranking_of
 
@@ -39,7 +41,7 @@ DocumentId = Annotated[str, Path(pattern=r"^doc[0-9a-f]{20}$", description="From
 class DocumentIn(BaseModel):
     title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
     text: str = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)
-    format: DocumentFormat = "text"
+    format: TextFormat = "text"
     """`markdown`: headings start passages and name their sections."""
 
 
@@ -68,12 +70,57 @@ async def upload(body: DocumentIn, caller: Writer, rt: Rt) -> Response:
     the tenant has already (the same sha256) is that document, answered with 200. 413: it
     would be cut into more than 2,000 passages; 429: the tenant has its most documents,
     or their characters would pass its most."""
-    upload = DocumentUpload(body.title, body.format, body.text)
+    return await _uploaded(rt, caller, DocumentUpload(body.title, body.format, body.text))
+
+
+async def _uploaded(rt: Runtime, caller: Principal, upload: DocumentUpload) -> Response:
     await rt.keys.refuse_if_erased(caller.tenant)
     answer = await rt.ingress.upload_document(caller.tenant, upload)
     if answer.document is None:
         raise ApiError(422, answer.problem)
     return _json(answer.document, 200 if answer.duplicate else 201)
+
+
+@router.post(
+    "/v1/knowledge/pdf",
+    status_code=201,
+    response_class=Response,
+    responses={
+        201: json_of("Document", "The draft made of the PDF's text."),
+        200: json_of("Document", "The tenant has this text already: that document."),
+        **errors(401, 403, 413, 415, 422, 429),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/pdf": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+async def upload_pdf(
+    request: Request,
+    caller: Writer,
+    rt: Rt,
+    title: Annotated[str, Query(min_length=1, max_length=MAX_TITLE_CHARS)],
+) -> Response:
+    """Upload a PDF (its bytes as the body, `content-type: application/pdf`) as a draft
+    document of format `pdf`: its pages' text, each passage on one page. 422: not a PDF,
+    unreadable, encrypted with a password, or no text (a scan); 413: more than 2,000 pages
+    or passages; otherwise as a text's upload."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/pdf":
+        raise ApiError(415, "Send the PDF's bytes as the body, with content-type: application/pdf.")
+    try:
+        text = await asyncio.to_thread(pdf_text, await request.body())
+    except PdfRefusedError as refused:
+        raise ApiError(refused.status, refused.sentence) from None
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise ApiError(
+            413,
+            f"A document holds at most {MAX_DOCUMENT_CHARS} characters; this PDF's text has"
+            f" {len(text)}: split it.",
+        )
+    return await _uploaded(rt, caller, DocumentUpload(title.strip(), "pdf", text))
 
 
 @router.get(

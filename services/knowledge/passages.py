@@ -3,7 +3,9 @@ passages (a release replayed, a rebuild, another replica).
 
 Passages end at paragraph boundaries (blank lines) and hold about `TARGET` characters; a
 paragraph longer than `LONGEST` is cut at the last space before it. In Markdown, a heading
-starts a new passage and names the section of those under it. Each passage's text is the
+starts a new passage and names the section of those under it. A PDF's text (`pdf`) is its
+pages' texts, each ended by a form feed: a passage never spans two pages, and each knows
+its page. Each passage's text is the
 document's own text from `start`, so a citation can point at it; a passage whose text (its
 words, spacing aside) appeared earlier in the document is left out.
 """
@@ -15,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from schemas.knowledge import DocumentFormat, Passage
+from schemas.knowledge import PAGE_BREAK, DocumentFormat, Passage
 
 TARGET = 1_000
 """Characters a passage gathers paragraphs up to."""
@@ -44,6 +46,7 @@ class _Cutter:
     seen: set[str] = field(default_factory=set)
     passages: list[Passage] = field(default_factory=list)
     open: _Gathered = field(default_factory=_Gathered)
+    page: int = 0
 
     def paragraph(self, start: int, end: int) -> None:
         heading = _HEADING.match(self.text, start, end) if self.markdown else None
@@ -78,15 +81,29 @@ class _Cutter:
             return
         self.seen.add(digest)
         n = len(self.passages) + 1
-        self.passages.append(Passage(n, gathered.start, gathered.section, text))
+        self.passages.append(Passage(n, gathered.start, gathered.section, text, self.page))
 
 
 def passages(text: str, format_: DocumentFormat) -> tuple[Passage, ...]:
     cutter = _Cutter(text, markdown=format_ == "markdown")
-    for paragraph in _PARAGRAPH.finditer(text):
-        cutter.paragraph(paragraph.start(), paragraph.end())
-    cutter.flush()
+    for page, start, end in _pages(text, format_):
+        cutter.page = page
+        for paragraph in _PARAGRAPH.finditer(text, start, end):
+            cutter.paragraph(paragraph.start(), paragraph.end())
+        cutter.flush()
     return tuple(cutter.passages)
+
+
+def _pages(text: str, format_: DocumentFormat) -> Iterator[tuple[int, int, int]]:
+    """Each page's number and where its text starts and ends: a PDF's pages end at form
+    feeds (from 1); any other text is one page numbered 0."""
+    if format_ != "pdf":
+        yield 0, 0, len(text)
+        return
+    start = 0
+    for page, piece in enumerate(text.split(PAGE_BREAK), start=1):
+        yield page, start, start + len(piece)
+        start += len(piece) + len(PAGE_BREAK)
 
 
 def _pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:

@@ -37,7 +37,8 @@ where excluded.status = 'released' or documents.status = 'draft'
 """A document's record; a released one is never taken back to a draft by a late write."""
 CLEAR_PASSAGES = "delete from passages where tenant = ? and document = ?"
 INSERT_PASSAGE = """
-insert into passages (document, tenant, n, start, section, text) values (?, ?, ?, ?, ?, ?)
+insert into passages (document, tenant, n, start, section, text, page)
+values (?, ?, ?, ?, ?, ?, ?)
 """
 DELETE = "delete from documents where tenant = ? and id = ?"
 DELETE_TENANT = ("delete from passages where tenant = ?", "delete from documents where tenant = ?")
@@ -58,7 +59,7 @@ def recorded(indexed: IndexedDocument) -> Statements:
            d.uploaded_at.isoformat(), released, d.passages)  # fmt: skip
     statements: Statements = [(UPSERT, [row])]
     if d.status == "released":
-        rows = [(d.id, d.tenant, p.n, p.start, p.section, p.text) for p in indexed.passages]
+        rows = [(d.id, d.tenant, p.n, p.start, p.section, p.text, p.page) for p in indexed.passages]
         statements += [(CLEAR_PASSAGES, [(d.tenant, d.id)]), (INSERT_PASSAGE, rows)]
     return statements
 
@@ -69,7 +70,7 @@ def removed(tenant: str, id_: str) -> Statements:
 
 _RELEASED = "p.tenant = ? and d.tenant = p.tenant and d.status = 'released'"
 """The condition every passage a search ranks passes: its tenant's, of a released document."""
-_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text"
+_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text, p.page"
 
 
 def search_query(search: DocumentSearch, limit: int = 0) -> tuple[str, tuple[object, ...]] | None:
@@ -90,7 +91,9 @@ def search_query(search: DocumentSearch, limit: int = 0) -> tuple[str, tuple[obj
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
     return [
-        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])))
+        PassageHit(
+            str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5]), int(r[6]))
+        )
         for r in rows
     ]
 

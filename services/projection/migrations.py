@@ -159,4 +159,27 @@ MIGRATIONS: tuple[str, ...] = (
     alter table passages add column vector_model text;
     alter table passages add column vector blob;
     """,
+    # PDF documents (format `pdf`), and the page each passage is on (0 for a text): the
+    # format's check cannot be altered in place, so the table is made anew and its rows
+    # copied.
+    """
+    create table documents_rebuilt (
+        id text primary key,
+        tenant text not null,
+        title text not null,
+        format text not null check (format in ('text', 'markdown', 'pdf')),
+        sha256 text not null,
+        chars integer not null,
+        status text not null check (status in ('draft', 'released')),
+        uploaded_at text not null,
+        released_at text,
+        passages integer not null default 0
+    );
+    insert into documents_rebuilt select id, tenant, title, format, sha256, chars, status,
+        uploaded_at, released_at, passages from documents;
+    drop table documents;
+    alter table documents_rebuilt rename to documents;
+    create index documents_by_tenant on documents (tenant, uploaded_at);
+    alter table passages add column page integer not null default 0;
+    """,
 )

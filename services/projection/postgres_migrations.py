@@ -109,4 +109,11 @@ MIGRATIONS: tuple[str, ...] = (
     alter table passages add column vector_model text;
     alter table passages add column vector bytea;
     """,
+    # PDF documents, and the page each passage is on, as SQLite's ninth migration adds them.
+    """
+    alter table documents drop constraint documents_format_check;
+    alter table documents add constraint documents_format_check
+        check (format in ('text', 'markdown', 'pdf'));
+    alter table passages add column page bigint not null default 0;
+    """,
 )

@@ -51,8 +51,8 @@ where excluded.status = 'released' or documents.status = 'draft'
 """A document's record; a released one is never taken back to a draft by a late write."""
 CLEAR_PASSAGES = "delete from passages where tenant = %s and document = %s"
 INSERT_PASSAGE = """
-insert into passages (document, tenant, n, start, section, text)
-values (%s, %s, %s, %s, %s, %s)
+insert into passages (document, tenant, n, start, section, text, page)
+values (%s, %s, %s, %s, %s, %s, %s)
 """
 DELETE_DOCUMENT = "delete from documents where tenant = %s and id = %s"
 _MEMORY = "m.id, m.tenant, m.scope, m.owner, m.kind, m.at, m.text"
@@ -172,7 +172,7 @@ def recorded(indexed: IndexedDocument) -> Statements:
            d.uploaded_at.isoformat(), released, d.passages)  # fmt: skip
     statements: Statements = [(UPSERT_DOCUMENT, [row])]
     if d.status == "released":
-        rows = [(d.id, d.tenant, p.n, p.start, p.section, p.text) for p in indexed.passages]
+        rows = [(d.id, d.tenant, p.n, p.start, p.section, p.text, p.page) for p in indexed.passages]
         statements += [(CLEAR_PASSAGES, [(d.tenant, d.id)]), (INSERT_PASSAGE, rows)]
     return statements
 
@@ -182,7 +182,7 @@ def removed(tenant: str, id_: str) -> Statements:
 
 
 _RELEASED = "p.tenant = %s and d.tenant = p.tenant and d.status = 'released'"
-_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text"
+_PASSAGE = "p.document, d.title, p.n, p.start, p.section, p.text, p.page"
 
 
 def passage_query(search: DocumentSearch, limit: int = 0) -> Query | None:
@@ -294,7 +294,9 @@ async def _all(db: Db, statement: str, *args: object) -> list[tuple[Any, ...]]:
 
 def _hits(rows: Iterable[Sequence[Any]]) -> list[PassageHit]:
     return [
-        PassageHit(str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5])))
+        PassageHit(
+            str(r[0]), str(r[1]), Passage(int(r[2]), int(r[3]), str(r[4]), str(r[5]), int(r[6]))
+        )
         for r in rows
     ]
 

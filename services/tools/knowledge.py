@@ -38,7 +38,8 @@ def search_docs_tool(projection: Where) -> FunctionTool:
         found = search_documents(projection, DocumentSearch(tenant_of(context.agent), query, SHOWN))
         passages = [
             {"document": h.document, "title": h.title, "passage": h.passage.n,
-             "section": h.passage.section, "text": h.passage.text}
+             "section": h.passage.section, "text": h.passage.text,
+             **({"page": h.passage.page} if h.passage.page else {})}
             for h in found
         ]  # fmt: skip
         return canonical({"passages": passages})

@@ -127,6 +127,7 @@ def test_every_route_is_in_the_openapi_description(tmp_path: Path) -> None:
         ("DELETE", "/v1/memory"),
         ("DELETE", "/v1/memory/{memory_id}"),
         ("POST", "/v1/knowledge"),
+        ("POST", "/v1/knowledge/pdf"),
         ("GET", "/v1/knowledge"),
         ("GET", "/v1/knowledge/search"),
         ("GET", "/v1/knowledge/{document_id}"),

@@ -20,6 +20,7 @@ from services.ingress import Ingress
 from services.keys import new_key
 from services.stack import Stack, isolated_settings
 from tests.durable.conftest import eventually
+from tests.fixtures.pdf import encrypted, made_pdf
 from tests.gateway.test_erasure import CREATED, TABLES, Live, _outputs_holding, _restate_rows
 
 pytestmark = pytest.mark.durable
@@ -230,3 +231,43 @@ def test_a_rebuild_keeps_the_documents_and_erasing_the_tenant_removes_them(
     assert f"{MARKER}-erasure".encode() not in (live.settings.home / "projection.db").read_bytes()
     live.refused_key("initech")
     assert _restate_rows(live.settings, f"{MARKER}-erasure")["state"] == 0
+
+
+def test_a_pdf_is_searched_by_its_pages_text_and_a_bad_one_is_refused(live: Live) -> None:
+    acme = live.key("acme", "write")
+    guide = made_pdf([
+        ["Harbour guide", "Boats moor at the east pier."],
+        ["Tides", f"High tide at the {MARKER}-pdf buoy comes two hours after noon."],
+    ])  # fmt: skip
+
+    def post(body: bytes, kind: str = "application/pdf") -> httpx.Response:
+        return live.http.post(
+            "/v1/knowledge/pdf", params={"title": "Harbour guide (PDF)"}, content=body,
+            headers={**acme, "content-type": kind},
+        )  # fmt: skip
+
+    made = post(guide)
+    assert made.status_code == 201, made.text
+    document = made.json()
+    assert (document["format"], document["status"]) == ("pdf", "draft")
+    released = live.http.post(f"/v1/knowledge/{document['id']}/release", headers=acme)
+    assert (released.status_code, released.json()["passages"]) == (200, 2)
+    (hit,) = found(live, acme, f"{MARKER}-pdf")
+    assert (hit["passage"]["n"], hit["passage"]["page"]) == (2, 2)
+    assert hit["passage"]["text"].startswith("Tides\nHigh tide")
+    assert post(guide).status_code == 200, "the same text is that document"
+
+    refused = {
+        "text/plain": post(guide, "text/plain"),
+        "garbage": post(b"%PDF-1.7\n" + b"\x00" * 64),
+        "encrypted": post(encrypted(guide, "s3cret")),
+    }
+    assert {name: r.status_code for name, r in refused.items()} == {
+        "text/plain": 415, "garbage": 422, "encrypted": 422,
+    }  # fmt: skip
+    assert refused["encrypted"].json()["error"]["message"] == (
+        "The PDF is encrypted with a password: upload it without one."
+    )
+    assert refused["garbage"].json()["error"]["message"].startswith("The PDF cannot be read: ")
+    gone = live.http.delete(f"/v1/knowledge/{document['id']}", headers=acme)
+    assert gone.status_code == 200, gone.text

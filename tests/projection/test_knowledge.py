@@ -132,3 +132,18 @@ def test_a_deleted_document_leaves_no_word_in_the_file(tmp_path: Path) -> None:
     sqlite = SqliteStores(tmp_path)
     run_with_store(sqlite, work)
     assert marker.encode() not in sqlite.path.read_bytes()
+
+
+def test_a_pdfs_passages_keep_their_pages_in_the_index(stores: Stores) -> None:
+    text = "Boats moor at the east pier.\fHigh tide at the pier comes after noon."
+    cut = passages(text, "pdf")
+    pdf = Document("doc9", "acme", "Guide", "pdf", "9" * 64, len(text), "released", AT, AT, 2)
+
+    async def go() -> None:
+        async with await stores.fresh() as store:
+            await store.record_document(IndexedDocument(pdf, cut))
+            hits = await store.search_documents(DocumentSearch("acme", "pier", 5))
+            assert sorted((h.passage.n, h.passage.page) for h in hits) == [(1, 1), (2, 2)]
+            assert (await store.document("acme", "doc9")) == pdf
+
+    asyncio.run(go())
