@@ -2,8 +2,9 @@
 store, with SmolLM2's vectors from llama-cpp-python's server (mean pooling): the
 `Projector` fills the vectors of what is kept, a query sharing no word with any record
 finds the user's records in the server's own cosine order, another user's and another
-tenant's identical records are never among them, and with the server down the search
-answers by BM25 alone with a note, and the vector missing meanwhile is made once it is back.
+tenant's identical records are never among them, a rebuild makes every vector again, and
+with the server down the search answers by BM25 alone with a note, and the vector missing
+meanwhile is made once it is back.
 
 SmolLM2 is a chat model, not an embeddings model: its mean-pooled vectors put every short
 text close to every other (cosines of 0.8 to 0.9), and the longer sentences come first
@@ -22,6 +23,7 @@ import httpx
 import numpy as np
 import pytest
 
+from services.contracts import REBUILD, REBUILD_KEY, Empty
 from services.projection.stores import open_store
 from tests.durable.conftest import eventually
 from tests.durable.model_server import MODEL_ID, EmbeddingsServer
@@ -144,6 +146,13 @@ def test_hybrid_ranks_within_the_scope_by_the_servers_vectors(
     assert [p["document"] for p in passages["passages"]] == [document]
     theirs_passages = gw.http.get("/v1/knowledge/search", params={"q": QUERY}, headers=other)
     assert theirs_passages.json()["passages"] == []
+
+    # A rebuild empties the projection, vectors too, and asks for them all again.
+    report = gw.ingress.call(REBUILD, Empty(), REBUILD_KEY)
+    assert (report.memories, report.documents) == (9, 1)
+    filled(gw, "acme", "globex")
+    again = search(gw, gw.auth, QUERY, "u1")
+    assert [hit["record"]["id"] for hit in again["memories"]] == found
 
 
 def test_a_down_server_leaves_bm25_and_the_vector_is_made_once_it_is_back(
