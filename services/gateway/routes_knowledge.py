@@ -29,7 +29,7 @@ from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.pdf import PdfRefusedError, pdf_text
 from services.gateway.runtime import Runtime, runtime
-from services.projection.embeddings import query_vector, ranking_of
+from services.projection.embeddings import configured, query_vector, ranking_of
 
 router = APIRouter(tags=["knowledge"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -150,7 +150,10 @@ async def search(
     """Passages of the tenant's released documents that match `q`'s words, most relevant
     first (BM25, or hybrid with an embeddings server: fused with the passages nearest `q`'s
     vector, of those documents too), each with its document and position."""
-    within, query = DocumentSearch(caller.tenant, q, limit), await query_vector(q)
+    within, query = (
+        DocumentSearch(caller.tenant, q, limit),
+        await query_vector(q, configured(rt.settings)),
+    )
     hits = await rt.projection.read(lambda store: store.search_documents(within, query))
     return _json(PassageList(tuple(hits), ranking_of(query), query.note))
 

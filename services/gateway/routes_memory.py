@@ -27,7 +27,7 @@ from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
 from services.gateway.runtime import Runtime, runtime
 from services.keys import signature
-from services.projection.embeddings import query_vector, ranking_of
+from services.projection.embeddings import configured, query_vector, ranking_of
 
 router = APIRouter(tags=["memory"])
 Rt = Annotated[Runtime, Depends(runtime)]
@@ -117,7 +117,7 @@ async def search(
     vector, both within the scope); without, the scope's newest records."""
     within = scope_of(caller, scope, user, agent)
     if q:
-        query = await query_vector(q)
+        query = await query_vector(q, configured(rt.settings))
         hits = await rt.projection.read(
             lambda store: store.search_memories(MemorySearch(q, (within,), limit), query)
         )

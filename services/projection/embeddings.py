@@ -158,14 +158,13 @@ def query_now(text: str, given: Embeddings | None = None) -> QueryVector:
         return _fallback(error)
 
 
-async def query_vector(
-    text: str, given: Embeddings | None = None, client: httpx.AsyncClient | None = None
-) -> QueryVector:
-    embeddings = given or configured()
+async def query_vector(text: str, embeddings: Embeddings | None) -> QueryVector:
+    """The query's vector from `embeddings` (None: hybrid ranking is off); on a failure, a
+    note (logged) and no vector."""
     if embeddings is None:
         return QueryVector()
     try:
-        return QueryVector((await embeddings.embed([text], client=client))[0], embeddings.model)
+        return QueryVector((await embeddings.embed([text]))[0], embeddings.model)
     except EmbeddingsError as error:
         return _fallback(error)
 
