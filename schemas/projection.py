@@ -54,6 +54,8 @@ class VectorsFilled(msgspec.Struct, frozen=True):
 
     made: int = 0
     problem: str = ""
+    more: bool = False
+    """It stopped at its most batches with rows left: another fill follows at once."""
 
 
 class TenantNames(msgspec.Struct, frozen=True):

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("teaspill.projection")
 BATCH = 32
 """Texts sent to the embeddings server in one request."""
+MOST_BATCHES = 16
+"""Batches one fill's step makes at most, so that a step stays well within the handler's
+inactivity and abort timeouts on a slow server (SmolLM2 on one thread: about 6 s a batch);
+a fill that stops there sends the next one at once."""
 FIRST_WAIT, LONGEST_WAIT = 5.0, 600.0
 """Seconds before the first retry after a failure, and between two at most."""
 RETRY = "vectors.retry"
@@ -50,12 +54,16 @@ def ask(ctx: restate.ObjectContext, tenant: str) -> None:
         send(ctx, FILL_VECTORS, VectorFill(tenant), key=key_of(tenant))
 
 
-async def fill(projection: Projection, tenant: str, embeddings: Embeddings) -> VectorsFilled:
+async def fill(
+    projection: Projection, tenant: str, embeddings: Embeddings, most: int = MOST_BATCHES
+) -> VectorsFilled:
     """Make the vectors the tenant's rows lack, a batch at a time, each batch kept as it
-    comes; stop at the first failure of the server."""
+    comes, `most` batches at most; stop at the first failure of the server."""
     made, tried = 0, set[tuple[str, tuple[object, ...]]]()
     model = embeddings.model
     while rows := await projection.apply(lambda store: store.unembedded(tenant, model, BATCH)):
+        if len(tried) >= most * BATCH:
+            return VectorsFilled(made, more=True)
         keys = {(row.table, row.key) for row in rows}
         if keys <= tried:
             return VectorsFilled(made, "Rows kept no vector: each changed while it was made.")
@@ -87,6 +95,8 @@ def vector_handlers(projector: restate.VirtualObject, projection: Projection) ->
             return await fill(projection, asked.tenant, embeddings)
 
         filled = await ctx.run_typed("fill", run, step_options(VectorsFilled))
+        if filled.more:
+            send(ctx, FILL_VECTORS, VectorFill(asked.tenant), key=ctx.key())
         if not filled.problem:
             return
         log.warning("vectors of %s: %s (%d made)", asked.tenant, filled.problem, filled.made)

@@ -92,6 +92,7 @@ def test_the_fill_keeps_each_batch_and_stops_at_the_first_failure(tmp_path: Path
 
     at = datetime(2026, 12, 1, tzinfo=UTC)
     records = [MemoryRecord(f"m{i:03}", U, "episodic", f"note {i}", at) for i in range(BATCH + 5)]
+    more = [MemoryRecord(f"n{i:03}", U, "episodic", f"later {i}", at) for i in range(BATCH + 3)]
     embeddings = Embeddings("http://embeddings/v1", "m", transport=httpx.MockTransport(handle))
 
     async def go() -> None:
@@ -102,7 +103,12 @@ def test_the_fill_keeps_each_batch_and_stops_at_the_first_failure(tmp_path: Path
         done = await fill(projection, "acme", embeddings)
         assert (done.made, done.problem) == (5, "")
         assert await fill(projection, "acme", embeddings) == type(done)(0, "")
+        await projection.apply(lambda store: store.record_memories(more))
+        first = await fill(projection, "acme", embeddings, most=1)
+        assert (first.made, first.more) == (BATCH, True), "one batch, and more to make"
+        rest = await fill(projection, "acme", embeddings, most=1)
+        assert (rest.made, rest.more) == (3, False)
         await projection.close()
 
     asyncio.run(go())
-    assert asked == [BATCH, 5, 5]
+    assert asked == [BATCH, 5, 5, BATCH, 3]
