@@ -42,8 +42,8 @@ def sweep(folder: Path, prefix: str, *, folders: bool = False) -> int:
     `STALE_AFTER`; how many were removed."""
     try:
         entries = [entry for entry in folder.iterdir() if entry.name.startswith(prefix)]
-    except FileNotFoundError:
-        return 0
+    except (FileNotFoundError, NotADirectoryError):
+        return 0  # nothing to sweep; the write that follows says what is in the way
     removed = 0
     for entry in entries:
         with contextlib.suppress(FileNotFoundError):
