@@ -12,7 +12,7 @@ import pytest
 
 from schemas.events import MessageRejected, ModelMessage, TurnEnded, TurnStarted
 from tests.durable.conftest import eventually
-from tests.gateway.test_stack import CALCULATE, GatewayStack, gateway_stack
+from tests.gateway.test_stack import CALCULATE, GatewayStack, gateway_stack, paced
 
 pytestmark = pytest.mark.durable
 
@@ -23,8 +23,12 @@ ADDRESS = "acme.spender"
 def refused_or_rejected(gw: GatewayStack, day: str) -> tuple[int, str]:
     """Send one more message: the gateway's status and, when it let the message through,
     the sentence the agent recorded it refused with."""
-    response = gw.http.post(
-        f"/v1/agents/{ADDRESS}/messages", json={"text": "again", "kind": "calc"}, headers=gw.auth
+    response = paced(
+        lambda: gw.http.post(
+            f"/v1/agents/{ADDRESS}/messages",
+            json={"text": "again", "kind": "calc"},
+            headers=gw.auth,
+        )
     )
     if response.status_code == 429:
         return 429, response.json()["error"]["message"]

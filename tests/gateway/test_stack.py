@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,8 +67,10 @@ class GatewayStack:
         return answer
 
     def page(self, address: str, after: int = 0) -> httpx.Response:
-        return self.http.get(
-            f"/v1/agents/{address}/timeline?after={after}&limit=500", headers=self.auth
+        return paced(
+            lambda: self.http.get(
+                f"/v1/agents/{address}/timeline?after={after}&limit=500", headers=self.auth
+            )
         )
 
     def timeline(self, address: str) -> list[Event]:
@@ -94,6 +97,16 @@ class GatewayStack:
             headers={"X-Teaspill-Live-Token": LIVE_TOKEN},
         )
         assert response.status_code == 200, response.text
+
+
+def paced(request: Callable[[], httpx.Response]) -> httpx.Response:
+    """`request`'s answer, asked again after `Retry-After` while the key's request rate
+    refuses it, as a client keeps to the rate; any other answer as it came."""
+    while True:
+        response = request()
+        if response.status_code != 429 or "requests a second" not in response.text:
+            return response
+        time.sleep(float(response.headers.get("retry-after", "1")))
 
 
 def _events(response: httpx.Response) -> list[Event]:
