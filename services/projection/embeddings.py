@@ -11,6 +11,7 @@ message is one sentence; the search then ranks by BM25 alone and says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,23 +102,54 @@ def configured(given: Settings | None = None) -> Embeddings | None:
 
 
 def vectors(answer: httpx.Response, count: int) -> list[bytes]:
-    """One unit-length float32 vector per text from the server's answer."""
+    """One unit-length float32 vector per text from the server's answer: `data` holds
+    `count` objects, their `index`es (when given) are 0 to count - 1 once each, and their
+    `embedding`s are flat lists of finite numbers of one length."""
     if answer.status_code != 200:
         raise EmbeddingsError(f"The embeddings server answered {answer.status_code}.")
     try:
-        data = sorted(answer.json()["data"], key=lambda item: int(item.get("index", 0)))
-        found = [np.asarray(item["embedding"], dtype="<f4") for item in data]
-    except (ValueError, KeyError, TypeError) as error:
+        body = answer.json()
+    except ValueError:
+        raise EmbeddingsError("The embeddings server's answer is not JSON.") from None
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise EmbeddingsError("The embeddings server's answer has no list of objects in data.")
+    if len(data) != count:
         raise EmbeddingsError(
-            f"The embeddings server's answer is not one vector per text ({error})."
-        ) from None
-    if len(found) != count or any(v.ndim != 1 or not v.size for v in found):
-        raise EmbeddingsError(
-            f"The embeddings server answered {len(found)} vectors of shapes"
-            f" {sorted({v.shape for v in found})} for {count} texts: one flat vector per text is"
-            " needed (for llama.cpp's server, a pooling type such as mean)."
+            f"The embeddings server answered {len(data)} vectors for {count} texts."
         )
+    if any("index" in item for item in data):
+        indices = [item.get("index") for item in data]
+        if sorted(i for i in indices if type(i) is int) != list(range(count)):
+            raise EmbeddingsError(
+                "The embeddings server's indices are not each text's position once."
+            )
+        data = sorted(data, key=lambda item: int(item["index"]))
+    found = [_flat(item.get("embedding")) for item in data]
+    if len({v.size for v in found}) != 1:
+        raise EmbeddingsError("The embeddings server's vectors are not all of one length.")
     return [unit(v) for v in found]
+
+
+NOT_FLAT = (
+    "The embeddings server did not answer one flat vector of numbers per text (for"
+    " llama.cpp's server, a pooling type such as mean is needed)."
+)
+MAX_DIMENSIONS = 65_536
+"""Numbers in one vector at most (models in use have a few thousand)."""
+
+
+def _flat(embedding: object) -> np.ndarray[Any, np.dtype[Any]]:
+    """One vector: a flat, non-empty list of finite numbers."""
+    vector = None
+    if isinstance(embedding, list) and 0 < len(embedding) <= MAX_DIMENSIONS:
+        with contextlib.suppress(ValueError, TypeError), np.errstate(all="ignore"):
+            vector = np.asarray(embedding, dtype="<f4")  # past float32's range: inf
+    if vector is None or vector.ndim != 1:
+        raise EmbeddingsError(NOT_FLAT)
+    if not np.isfinite(vector).all():
+        raise EmbeddingsError("The embeddings server answered a vector that is not finite.")
+    return vector
 
 
 def unit(vector: np.ndarray[Any, np.dtype[Any]]) -> bytes:

@@ -47,7 +47,8 @@ def test_nearest_ranks_by_cosine_and_leaves_out_vectors_of_another_length() -> N
 
 def server(answer: object, status: int = 200) -> Embeddings:
     def handle(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, json=answer)
+        # as a server might, NaN and Infinity too, which JSON itself has no words for
+        return httpx.Response(status, content=json.dumps(answer).encode())
 
     return Embeddings("http://embeddings/v1", "m", transport=httpx.MockTransport(handle))
 
@@ -61,12 +62,40 @@ def test_an_answer_gives_one_unit_vector_per_text_in_index_order() -> None:
 
 def test_per_token_vectors_of_a_causal_model_without_pooling_are_refused() -> None:
     answer = {"data": [{"index": 0, "embedding": [[0.1, 0.2], [0.3, 0.4]]}]}
-    with pytest.raises(EmbeddingsError, match=r"one flat vector per text .* pooling type"):
+    with pytest.raises(EmbeddingsError, match=r"one flat vector of numbers .* pooling type"):
         server(answer).embed_now(["two tokens"])
     with pytest.raises(EmbeddingsError, match="answered 500"):
         server({"error": "down"}, 500).embed_now(["a"])
-    with pytest.raises(EmbeddingsError, match=r"answered 1 vectors .* for 2 texts"):
+    with pytest.raises(EmbeddingsError, match=r"answered 1 vectors for 2 texts"):
         server({"data": [{"index": 0, "embedding": [1.0]}]}).embed_now(["a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence"),
+    [
+        ([1, 2], "no list of objects in data"),
+        ({"data": [1]}, "no list of objects in data"),
+        ({"data": {"embedding": [1.0]}}, "no list of objects in data"),
+        ({"data": [{"index": 0, "embedding": "1,2"}]}, "one flat vector of numbers"),
+        ({"data": [{"index": 0, "embedding": []}]}, "one flat vector of numbers"),
+        ({"data": [{"index": 0, "embedding": [1, "x"]}]}, "one flat vector of numbers"),
+        ({"data": [{"index": 0, "embedding": [1, None]}]}, "not finite"),
+        ({"data": [{"index": 0, "embedding": [0.0] * 70_000}]}, "one flat vector of numbers"),
+        ({"data": [{"index": 0, "embedding": [1.0, 1e39]}]}, "not finite"),
+        ({"data": [{"index": 0, "embedding": [1.0, float("nan")]}]}, "not finite"),
+        ({"data": [{"index": 0}, {"index": 0}]}, "each text's position once"),
+        ({"data": [{"index": 0}, {"index": 5}]}, "each text's position once"),
+        ({"data": [{"index": "0"}, {"index": 1}]}, "each text's position once"),
+        ({"data": [{"embedding": [1.0]}, {"embedding": [1.0, 2.0]}]}, "not all of one length"),
+    ],
+)
+def test_a_malformed_answer_is_refused_with_a_sentence(answer: object, sentence: str) -> None:
+    """Whatever the server answers, a search gets an EmbeddingsError (and ranks by BM25)
+    and never another exception."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    texts = ["text"] * (len(data) if isinstance(data, list) else 1)
+    with pytest.raises(EmbeddingsError, match=sentence):
+        server(answer).embed_now(texts)
 
 
 def test_a_server_that_does_not_answer_leaves_a_note_and_no_vector() -> None:
