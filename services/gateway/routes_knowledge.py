@@ -7,7 +7,6 @@ nothing of it, and is answered as if nothing were there.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import msgspec
@@ -27,7 +26,7 @@ from schemas.knowledge import (
 from services.gateway.auth import Principal, require
 from services.gateway.errors import ApiError
 from services.gateway.openapi import errors, json_of
-from services.gateway.pdf import PdfRefusedError, pdf_text
+from services.gateway.pdf import PdfRefusedError, read_pdf
 from services.gateway.runtime import Runtime, runtime
 from services.projection.embeddings import configured, query_vector, ranking_of
 
@@ -110,8 +109,9 @@ async def upload_pdf(
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/pdf":
         raise ApiError(415, "Send the PDF's bytes as the body, with content-type: application/pdf.")
+    await rt.keys.refuse_if_erased(caller.tenant)
     try:
-        text = await asyncio.to_thread(pdf_text, await request.body())
+        text = await read_pdf(await request.body())
     except PdfRefusedError as refused:
         raise ApiError(refused.status, refused.sentence) from None
     if len(text) > MAX_DOCUMENT_CHARS:
