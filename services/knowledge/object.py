@@ -9,7 +9,8 @@ document cut into more than `MAX_PASSAGES` passages is refused (413).
 
 Every write is handed to the `Projector` before the answer: the record of a draft
 (nothing searchable), the record and passages of a released document (searchable once
-`release` answered), the removal of a deleted one.
+`release` answered), the removal of a deleted one. Nothing is uploaded once the tenant's
+erasure has begun (410), however late a request sent before it runs.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from services.contracts import (
 )
 from services.durable import NO_JOURNAL, call
 from services.knowledge.passages import passages
+from services.lifecycle.tombstone import refuse_if_erased
 from services.settings import settings
 
 RECORD, TEXT, DIGEST = "d.", "t.", "h."
@@ -96,6 +98,7 @@ async def upload(ctx: restate.ObjectContext, upload: DocumentUpload) -> Document
     wrong = problem(upload)
     if wrong:
         return DocumentAnswer(problem=wrong)
+    await refuse_if_erased(ctx, ctx.key())
     sha = digest(upload.text)
     same = await ctx.get(DIGEST + sha, type_hint=DocumentRef)
     if same is not None and (kept := await _record(ctx, same.id)) is not None:

@@ -2,8 +2,9 @@
 as it ends, and kept for good (an erasure keeps the `Lifecycle` state).
 
 Whatever makes something of a tenant asks first: a new agent's first wake and a fork
-(`services.agent`), a publish, a new key and the end-user registration (`Tenant`), and
-the gateway for a key it has not confirmed lately. All of them are refused once the
+(`services.agent`), a publish, a new key and the end-user registration (`Tenant`), a
+memory (`Memory.remember`) and a document (`Knowledge.upload`), and the gateway for a key
+it has not confirmed lately. All of them are refused once the
 tombstone is there, with its sentence: 410 (Gone) while the erasure runs as well as after,
 since an erasure once begun is never undone and asking again cannot succeed.
 """

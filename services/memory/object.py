@@ -4,7 +4,8 @@
 remembered and gone from the search once forgotten; `records` (shared) pages through
 them for a rebuild of the index. `remember` answers the record without its text: Restate
 keeps the answer of a request sent with an idempotency key for a day, a forgotten
-record's too."""
+record's too. Nothing is remembered once the tenant's erasure has begun (410), however
+late a request sent before it runs."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from services.contracts import (
     REMEMBER,
 )
 from services.durable import NO_JOURNAL, call
+from services.lifecycle.tombstone import refuse_if_erased
 
 RECORD = "m."
 """The prefix of a record's state key; the rest is its id."""
@@ -62,6 +64,7 @@ async def remember(ctx: restate.ObjectContext, note: MemoryNote) -> MemoryAnswer
     wrong = problem(note, ctx.key())
     if wrong:
         return MemoryAnswer(problem=wrong)
+    await refuse_if_erased(ctx, note.scope.tenant)
     at = datetime.fromtimestamp(await ctx.time(), UTC)
     record = MemoryRecord(f"mem{ctx.uuid().hex[:20]}", note.scope, note.kind, note.text, at)
     ctx.set(RECORD + record.id, record)

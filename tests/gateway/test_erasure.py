@@ -21,6 +21,8 @@ import pytest
 
 from schemas.effects import Finished
 from schemas.harness import ToolResult
+from schemas.knowledge import DocumentUpload
+from schemas.memory import MemoryNote, MemoryScope
 from schemas.tenant import Scope
 from schemas.wake import Message
 from services.contracts import (
@@ -30,7 +32,9 @@ from services.contracts import (
     KNOWLEDGE,
     MEMORY,
     PROJECTOR,
+    REMEMBER,
     TENANT,
+    UPLOAD_DOCUMENT,
     Empty,
 )
 from services.effects.ledger import RestateLedger, ledger_key
@@ -477,6 +481,14 @@ def test_agents_made_while_a_tenant_is_erased_do_not_survive_it(live: Live) -> N
     with pytest.raises(IngressError) as late:
         live.ingress.wake("racer.late", Message("hello", kind="keeper"))
     assert (late.value.status, late.value.message) == (410, ERASED.format("racer"))
+    # a note or a document sent before the tombstone, run only now, is refused the same
+    scope = MemoryScope("racer", "user", "u-late")
+    with pytest.raises(IngressError) as note:
+        live.ingress.call(REMEMBER, MemoryNote(scope, "episodic", "a late note"), scope.key)
+    assert (note.value.status, note.value.message) == (410, ERASED.format("racer"))
+    with pytest.raises(IngressError) as upload:
+        live.ingress.call(UPLOAD_DOCUMENT, DocumentUpload("Late", "text", "Late."), "racer")
+    assert (upload.value.status, upload.value.message) == (410, ERASED.format("racer"))
     live.refused_key("racer")
     answer = live.http.post(
         "/v1/agents/racer.late/messages", json={"text": "hi", "kind": "keeper"}, headers=racer
