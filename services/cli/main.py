@@ -237,7 +237,10 @@ def _admin_commands(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) 
     offered.add_argument("tenant")
     offered.set_defaults(run=lambda a, s, d: admin.deployment(d.tenant(a.tenant), a.tenant))
 
-    projections = verbs.add_parser("projections", help="the SQLite projections")
+    projections = verbs.add_parser(
+        "projections",
+        help="the read side (SQLite or PostgreSQL): timelines, catalog, search indexes",
+    )
     rebuild = projections.add_subparsers(required=True, metavar="VERB").add_parser(
         "rebuild", help="rebuild them from the agents' timelines"
     )
