@@ -5,15 +5,17 @@ text (`data[i].embedding`, in the order sent, or ordered by `data[i].index`).
 A vector is kept as little-endian float32 bytes, scaled to unit length, so that the
 cosine of two is their dot product. A server that answers anything else (a list of
 per-token vectors, as llama.cpp's server does for a causal model run without pooling, a
-status other than 200, a count other than the texts') raises `EmbeddingsError`, whose
+status other than 200, a count other than the texts', an answer longer than
+`answer_cap` bytes, read no further) raises `EmbeddingsError`, whose
 message is one sentence; the search then ranks by BM25 alone and says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,11 @@ MAX_INPUT_CHARS = 2_000
 """Characters of a text sent to the server at most (a passage holds at most 1,500)."""
 FILL_TIMEOUT = 120.0
 """Seconds a batch of the fill waits for its vectors (a CPU server is slow)."""
+MAX_DIMENSIONS = 65_536
+"""Numbers in one vector at most (models in use have a few thousand)."""
+NUMBER_BYTES = 24
+"""Bytes of one number of a vector in JSON at most (`-1.2345678901234567e-05, `)."""
+ANSWER_ROOM = 64 * 1024
 
 
 class EmbeddingsError(RuntimeError):
@@ -52,17 +59,22 @@ class Embeddings:
 
     def embed_now(self, texts: Sequence[str], timeout: float | None = None) -> list[bytes]:
         """The texts' vectors, in this thread."""
+        cap = answer_cap(len(texts))
         try:
-            with httpx.Client(transport=self.transport) as client:
-                answer = client.post(
+            with (
+                httpx.Client(transport=self.transport) as client,
+                client.stream(
+                    "POST",
                     f"{self.url}/embeddings",
                     json=self._body(texts),
                     headers=self._headers,
                     timeout=timeout or self.timeout,
-                )
+                ) as answer,
+            ):
+                body = _capped(answer.iter_bytes(), cap) if answer.status_code == 200 else b""
         except httpx.HTTPError as error:
             raise EmbeddingsError(_unreachable(error)) from None
-        return vectors(answer, len(texts))
+        return vectors(answer.status_code, body, len(texts))
 
     async def embed(
         self,
@@ -73,23 +85,33 @@ class Embeddings:
         """The texts' vectors."""
         try:
             if client is not None:
-                answer = await self._post(client, texts, wait)
+                status, body = await self._post(client, texts, wait)
             else:
                 async with httpx.AsyncClient(transport=self.transport) as own:
-                    answer = await self._post(own, texts, wait)
+                    status, body = await self._post(own, texts, wait)
         except httpx.HTTPError as error:
             raise EmbeddingsError(_unreachable(error)) from None
-        return vectors(answer, len(texts))
+        return vectors(status, body, len(texts))
 
     async def _post(
         self, client: httpx.AsyncClient, texts: Sequence[str], wait: float | None
-    ) -> httpx.Response:
-        return await client.post(
+    ) -> tuple[int, bytes]:
+        """The answer's status and, for a 200, its body, read no further than its cap."""
+        cap, body = answer_cap(len(texts)), bytearray()
+        async with client.stream(
+            "POST",
             f"{self.url}/embeddings",
             json=self._body(texts),
             headers=self._headers,
             timeout=wait or self.timeout,
-        )
+        ) as answer:
+            if answer.status_code != 200:
+                return answer.status_code, b""
+            async for chunk in answer.aiter_bytes():
+                body += chunk
+                if len(body) > cap:
+                    raise EmbeddingsError(_too_large(cap))
+        return answer.status_code, bytes(body)
 
 
 def configured(given: Settings | None = None) -> Embeddings | None:
@@ -101,15 +123,34 @@ def configured(given: Settings | None = None) -> Embeddings | None:
     return Embeddings(url, s.embeddings_model, s.embeddings_key, s.embeddings_timeout_seconds)
 
 
-def vectors(answer: httpx.Response, count: int) -> list[bytes]:
+def answer_cap(count: int) -> int:
+    """Bytes of an answer for `count` texts read at most: `MAX_DIMENSIONS` numbers of a
+    vector each, written out at length, and some room for the rest."""
+    return ANSWER_ROOM + count * MAX_DIMENSIONS * NUMBER_BYTES
+
+
+def _capped(chunks: Iterable[bytes], cap: int) -> bytes:
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if len(body) > cap:
+            raise EmbeddingsError(_too_large(cap))
+    return bytes(body)
+
+
+def _too_large(cap: int) -> str:
+    return f"The embeddings server's answer is longer than {cap:,} bytes."
+
+
+def vectors(status: int, answer: bytes, count: int) -> list[bytes]:
     """One unit-length float32 vector per text from the server's answer: `data` holds
     `count` objects, their `index`es (when given) are 0 to count - 1 once each, and their
     `embedding`s are flat lists of finite numbers of one length."""
-    if answer.status_code != 200:
-        raise EmbeddingsError(f"The embeddings server answered {answer.status_code}.")
+    if status != 200:
+        raise EmbeddingsError(f"The embeddings server answered {status}.")
     try:
-        body = answer.json()
-    except ValueError:
+        body = json.loads(answer)
+    except (ValueError, RecursionError):
         raise EmbeddingsError("The embeddings server's answer is not JSON.") from None
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
@@ -135,8 +176,6 @@ NOT_FLAT = (
     "The embeddings server did not answer one flat vector of numbers per text (for"
     " llama.cpp's server, a pooling type such as mean is needed)."
 )
-MAX_DIMENSIONS = 65_536
-"""Numbers in one vector at most (models in use have a few thousand)."""
 
 
 def _flat(embedding: object) -> np.ndarray[Any, np.dtype[Any]]:

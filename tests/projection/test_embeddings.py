@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from schemas.memory import MemoryRecord, MemoryScope
 from services.projection.embeddings import (
     Embeddings,
     EmbeddingsError,
+    answer_cap,
     query_now,
     unit,
 )
@@ -96,6 +98,46 @@ def test_a_malformed_answer_is_refused_with_a_sentence(answer: object, sentence:
     texts = ["text"] * (len(data) if isinstance(data, list) else 1)
     with pytest.raises(EmbeddingsError, match=sentence):
         server(answer).embed_now(texts)
+
+
+class Endless(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A 200 whose body never ends, counting the bytes it gave."""
+
+    CHUNK = b"[" * 65_536
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            self.given += len(self.CHUNK)
+            yield self.CHUNK
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self:
+            yield chunk
+
+
+def test_an_answer_past_its_cap_is_refused_unread() -> None:
+    """A server that answers without end (or far more than any vectors need) is cut off
+    at the cap, in the thread's reads and the loop's."""
+    body = Endless()
+    endless = Embeddings(
+        "http://embeddings/v1",
+        "m",
+        transport=httpx.MockTransport(lambda _: httpx.Response(200, stream=body)),
+    )
+    cap = answer_cap(2)
+    sentence = f"The embeddings server's answer is longer than {cap:,} bytes."
+    with pytest.raises(EmbeddingsError) as now:
+        endless.embed_now(["a", "b"])
+    assert str(now.value) == sentence
+    assert cap < body.given <= cap + len(Endless.CHUNK)
+    body.given = 0
+    with pytest.raises(EmbeddingsError) as later:
+        asyncio.run(endless.embed(["a", "b"]))
+    assert str(later.value) == sentence
+    assert cap < body.given <= cap + len(Endless.CHUNK)
 
 
 def test_a_server_that_does_not_answer_leaves_a_note_and_no_vector() -> None:
