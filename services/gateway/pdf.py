@@ -10,7 +10,8 @@ A PDF is a program of sorts: a few kilobytes can hold one compressed page stream
 inflates to megabytes, shared by every page. So the gateway never parses one itself:
 `read_pdf` runs `pdf_text` in a child process of its own (`python -m
 services.gateway.pdf`, the bytes on stdin, the answer on stdout) limited in address space
-(`PDF_MEMORY`) and CPU time, killed past `PDF_SECONDS` of wall time, at most
+(`PDF_MEMORY`) and CPU time, with none of the gateway's environment (its keys and URLs),
+killed past `PDF_SECONDS` of wall time, at most
 `PDF_AT_ONCE` of them at a time per gateway; and the text stops being read once it passes
 `MAX_DOCUMENT_CHARS`.
 """
@@ -116,7 +117,7 @@ async def read_pdf(data: bytes, seconds: float = PDF_SECONDS) -> str:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": _ROOT},
+            env={"PYTHONPATH": _ROOT, "PATH": os.environ.get("PATH", "")},  # no secrets
         )
         try:
             out, _ = await asyncio.wait_for(child.communicate(data), seconds)
