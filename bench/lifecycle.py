@@ -25,7 +25,7 @@ from pathlib import Path
 
 from schemas.lifecycle import ErasureRequest, ForkRequest
 from schemas.spec import AgentSpec
-from services.cli.lifecycle import restate_process
+from services.cli.lifecycle import restate_processes
 from services.contracts import ARCHIVE, ERASE_AGENT, FORK, Empty
 from services.ingress import Ingress
 from services.lifecycle.backup import create_backup
@@ -79,7 +79,7 @@ def run(agents: int, turns: int) -> dict[str, float]:
             figures["turns_s"] = time.perf_counter() - started
             started = time.perf_counter()
             about = {"endpoint_uris": [first.endpoint_url]}
-            made = create_backup(first.home, archive, pid=restate_process(first), about=about)
+            made = create_backup(first.home, archive, pids=restate_processes(first), about=about)
             figures["backup_s"] = time.perf_counter() - started
             figures["pause_s"] = made.pause_seconds
             figures["archive_mib"] = archive.stat().st_size / 2**20

@@ -172,7 +172,7 @@ def test_a_copy_that_outlives_the_watchdog_fails_and_leaves_no_archive(
     archive = tmp_path / "b.tar.gz"
     try:
         with pytest.raises(backup.BackupError) as failed:
-            backup.create_backup(home, archive, pid=server.pid, about={})
+            backup.create_backup(home, archive, pids=[server.pid], about={})
     finally:
         server.kill()
         server.wait()

@@ -39,7 +39,7 @@ def stuck(home, staging, pid):
     print(staging, flush=True)
     sys.stdin.read()
 backup._copy_cut = stuck
-backup.create_backup(Path(sys.argv[1]), Path(sys.argv[2]), pid=None, about={})
+backup.create_backup(Path(sys.argv[1]), Path(sys.argv[2]), about={})
 """
 
 
@@ -117,7 +117,7 @@ def test_a_killed_backups_staging_goes_at_the_next_backup_and_a_running_ones_sta
         plain.write_text("mine")
         _aged(plain)
 
-        made = create_backup(home, tmp_path / "next.tgz", pid=None, about={})
+        made = create_backup(home, tmp_path / "next.tgz", about={})
 
         assert made.files == 1
         assert {p.name for p in home.glob(".backup-*")} == {Path(live_staging).name, plain.name}

@@ -193,9 +193,10 @@ SKIPPED_SAID = 5
 
 
 def backup_create(settings: Settings, path: Path) -> None:
-    pid, about = _running(settings)
-    made = create_backup(settings.home, path, pid=pid, about=about)
-    paused = f"restate-server paused {made.pause_seconds:.2f} s" if pid else "the stack was down"
+    pids, about = _running(settings)
+    made = create_backup(settings.home, path, pids=pids, about=about)
+    servers = "restate-server" if len(pids) < 2 else f"{len(pids)} restate-server nodes"
+    paused = f"{servers} paused {made.pause_seconds:.2f} s" if pids else "the stack was down"
     print(
         f"Backed up {settings.home} to {made.path}: {made.files} files, "
         f"{made.bytes / 2**20:.1f} MiB ({paused})."
@@ -213,48 +214,62 @@ def backup_create(settings: Settings, path: Path) -> None:
 
 def backup_restore(settings: Settings, path: Path) -> None:
     manifest = restore_backup(path, settings.home)
+    up = "`teaspill up --cluster`" if (settings.home / "cluster").is_dir() else "`teaspill up`"
     print(
-        f"Restored the backup made {manifest['created']} into {settings.home}. `teaspill up` "
+        f"Restored the backup made {manifest['created']} into {settings.home}. {up} "
         "starts it: its first start points Restate's deployments at this home's endpoint and "
         "rebuilds the projection."
     )
 
 
-def _running(settings: Settings) -> tuple[int | None, dict[str, object]]:
-    """restate-server's process group, if this home's runs, and what the manifest records."""
+def _running(settings: Settings) -> tuple[list[int], dict[str, object]]:
+    """The process groups of this home's restate-servers, if they run, and what the
+    manifest records."""
     try:
         version = httpx.get(f"{settings.admin_url}/version", timeout=5).json()
         listed = httpx.get(f"{settings.admin_url}/deployments", timeout=5).json()
     except (httpx.HTTPError, ValueError):
-        return None, {"endpoint_uris": [settings.endpoint_url]}
+        return [], {"endpoint_uris": [settings.endpoint_url]}
     uris = [str(d.get("uri")) for d in listed.get("deployments", []) if d.get("uri")]
     about = {"restate_server": version.get("version", ""), "endpoint_uris": uris}
-    pid = restate_process(settings)
-    if pid is None:
+    pids = restate_processes(settings)
+    if not pids:
         raise StackError(
             f"restate-server answers at {settings.admin_url}, but no process of this home's "
             "runs it, so it cannot be paused for a consistent copy: back up on the machine "
             "that runs it, with the same TEASPILL_HOME."
         )
-    return pid, about
+    return pids, about
 
 
-def restate_process(settings: Settings) -> int | None:
-    """The process group of this home's restate-server: the one `teaspill up` recorded, or
-    the process started with this home's Restate folder as its base dir."""
-    recorded = stack_home.pids(stack_home.read(settings)).get("restate")
-    if recorded is not None and _alive(recorded):
+def restate_processes(settings: Settings) -> list[int]:
+    """The process groups of this home's restate-servers: the ones `teaspill up` recorded
+    (one, or a cluster's nodes), else the processes started on this home's Restate folder
+    (a single node's base dir, or a node config of the home's cluster)."""
+    recorded = [
+        pid
+        for name, pid in stack_home.pids(stack_home.read(settings)).items()
+        if (name == "restate" or name.startswith("restate-")) and _alive(pid)
+    ]
+    if recorded:
         return recorded
-    wanted = f"RESTATE_BASE_DIR={(settings.home / 'restate').absolute()}".encode()
+    base = f"RESTATE_BASE_DIR={(settings.home / 'restate').absolute()}".encode()
+    configs = f"{(settings.home / 'cluster').absolute()}/".encode()
+    found: set[int] = set()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
             argv = (environ.parent / "cmdline").read_bytes().split(b"\0")
-            if argv[0].endswith(b"restate-server") and wanted in environ.read_bytes().split(b"\0"):
-                group = os.getpgid(int(environ.parent.name))
-                return group if group != os.getpgrp() else None
+            if not argv[0].endswith(b"restate-server"):
+                continue
+            ours = base in environ.read_bytes().split(b"\0") or any(
+                a.startswith(configs) and a.endswith(b".toml") for a in argv
+            )
+            group = os.getpgid(int(environ.parent.name))
+            if ours and group != os.getpgrp():
+                found.add(group)
         except (OSError, ValueError):
             continue
-    return None
+    return sorted(found)
 
 
 def _alive(pid: int) -> bool:

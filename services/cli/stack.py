@@ -16,7 +16,7 @@ from services.cli.gateway import Doors
 from services.config import check
 from services.settings import Settings
 from services.stack import Stack, StackError
-from services.stack.cluster import Cluster, Layout, find_haproxy
+from services.stack.cluster import Cluster, Layout, find_haproxy, nodes_with_data
 from services.stack.gateway import local_url
 from services.stack.postgres import find_postgres
 from services.workspace.volumes import release
@@ -38,6 +38,7 @@ def start(settings: Settings, *, cluster: bool = False) -> Stack | Cluster:
     if here not in sys.path:
         sys.path.insert(0, here)
     check(settings)
+    _one_kind(settings, cluster=cluster)
     if cluster:
         find_haproxy()  # before anything starts: a sentence, and nothing left running
         if not settings.projection_url:
@@ -52,6 +53,26 @@ def start(settings: Settings, *, cluster: bool = False) -> Stack | Cluster:
     stack = Stack(settings, env=env).up(print)
     _record(settings, stack)
     return stack
+
+
+def _one_kind(settings: Settings, *, cluster: bool) -> None:
+    """A StackError sentence when the home's Restate data is the other layout's: a stack
+    started on the wrong one would show none of its agents."""
+    nodes = nodes_with_data(settings.home)
+    single = settings.home / "restate"
+    has_single = single.is_dir() and any(single.iterdir())
+    if not cluster and nodes and not has_single:
+        raise StackError(
+            f"{settings.home} holds a cluster's Restate data ({', '.join(nodes)} in "
+            f"{settings.home / 'cluster'}) and no single node's: `teaspill up --cluster` "
+            "starts it."
+        )
+    if cluster and has_single and not nodes:
+        raise StackError(
+            f"{settings.home} holds a single node's Restate data ({single}) and no "
+            "cluster's: `teaspill up` without --cluster starts it; a cluster starts on a "
+            "fresh home (TEASPILL_HOME)."
+        )
 
 
 def _made_up_token(settings: Settings) -> str:

@@ -1,6 +1,7 @@
 """Backups of a whole installation: one archive of a home, and bringing it back.
 
-What a backup holds: Restate's own data directory (every agent's state and timeline,
+What a backup holds: Restate's own data directory, or each node's of a cluster home
+(`teaspill up --cluster`: `cluster/n1`…, every agent's state and timeline,
 tenants, and all pending work: queued messages, turns waiting for children or parked on
 approvals, schedules' timers, invocations in flight with their journals), the workspaces
 and artifacts, the archived agents, the request-identity key pair, the webhooks' signing
@@ -12,7 +13,10 @@ flight (their journals), the queued and delayed sends and the awakeables as Rest
 them; a logical export through the admin API could write objects' state back but not
 those. The copy is a consistent cut: restate-server is frozen (SIGSTOP) while its files
 are taken, which is what a storage snapshot gives (Restate writes its log ahead with
-fsync and recovers from a crash at any instant), and it is thawed at once after; the
+fsync and recovers from a crash at any instant), and it is thawed at once after. A
+cluster's nodes are frozen one after another in the same instant and thawed together:
+the copy is what a power cut of the three would leave, from which a cluster recovers as
+one node does. The
 immutable RocksDB tables are hard-linked, the rest copied, so the pause is about the time
 of copying the workspaces and Restate's logs, not its whole store. A watchdog thaws it
 if this process dies meanwhile, or after `MOST_PAUSE`: a copy that outlasts that is torn,
@@ -42,7 +46,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,19 +59,23 @@ FORMAT = "teaspill-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
 PARTS = (
-    "restate", "workspaces", "artifacts", "archive", "identity", "hooks", "cli-keys.json",
+    "restate", "cluster", "workspaces", "artifacts", "archive", "identity", "hooks",
+    "cli-keys.json",
 )  # fmt: skip
 """What of a home a backup holds (each where present)."""
 SKIPPED = frozenset({"LOCK"})
 """Files of Restate's that a copy leaves out: its process's lock, made again at start."""
 LINKED: dict[str, Callable[[str], bool]] = {
     "restate": lambda relative: relative.endswith(".sst"),
+    "cluster": lambda relative: relative.endswith(".sst"),
     "artifacts": lambda relative: True,
     "archive": lambda relative: True,  # replaced whole (a rename), never written in place
 }
 """Per part, the files (by path in it) never rewritten once written: hard-linked."""
 MOST_PAUSE = 120
 """Seconds after which the watchdog thaws restate-server whatever this process does."""
+RESTATE_PARTS = ("restate", "cluster")
+"""The parts that are Restate's own data: a single node's, or a cluster's nodes'."""
 CHUNK = 1 << 20
 STAGING = ".backup-"
 """The home's folder a backup copies into before it writes the archive: held (`leftovers`)
@@ -93,24 +101,29 @@ class Made:
     a device), or for being nested too deep (`copies.MOST_DEPTH`), by path in the home."""
 
 
-def create_backup(home: Path, target: Path, *, pid: int | None, about: dict[str, Any]) -> Made:
-    """Write `home`'s backup to `target`. `pid`: restate-server's process group, frozen
-    while its files are copied (None: it is not running). `about`: what the manifest
-    records of the running installation (restate-server's version, the endpoint)."""
+def create_backup(
+    home: Path, target: Path, *, pids: Sequence[int] = (), about: dict[str, Any]
+) -> Made:
+    """Write `home`'s backup to `target`. `pids`: the process groups of its running
+    restate-servers (one, or a cluster's nodes), frozen while their files are copied
+    (none: the stack is down). `about`: what the manifest records of the running
+    installation (restate-server's version, the endpoint)."""
     if target.exists():
         raise BackupError(f"{target} exists already: name a new file for the backup.")
     sweep(home, STAGING, folders=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=home))
     try:
         with holding(staging):
-            made = _made(home, staging, target, pid, about)
+            made = _made(home, staging, target, tuple(pids), about)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return made
 
 
-def _made(home: Path, staging: Path, target: Path, pid: int | None, about: dict[str, Any]) -> Made:
-    paused, skipped = _copy_cut(home, staging, pid)
+def _made(
+    home: Path, staging: Path, target: Path, pids: tuple[int, ...], about: dict[str, Any]
+) -> Made:
+    paused, skipped = _copy_cut(home, staging, pids)
     files = _listing(staging)
     manifest = {
         "format": FORMAT,
@@ -125,10 +138,10 @@ def _made(home: Path, staging: Path, target: Path, pid: int | None, about: dict[
     return Made(target, len(files), sum(f["size"] for f in files), paused, tuple(skipped))
 
 
-def _copy_cut(home: Path, staging: Path, pid: int | None) -> tuple[float, list[str]]:
+def _copy_cut(home: Path, staging: Path, pids: tuple[int, ...]) -> tuple[float, list[str]]:
     """Copy the parts; how long restate-server was paused, and what was left out."""
     skipped: list[str] = []
-    with _frozen(pid) as pause:
+    with _frozen(pids) as pause:
         for part in PARTS:
             source = home / part
             if source.is_dir():
@@ -165,27 +178,31 @@ class _Pause:
 
 
 @contextlib.contextmanager
-def _frozen(pid: int | None) -> Iterator[_Pause]:
-    """restate-server's group stopped for the block (thawed by a watchdog after
+def _frozen(pids: tuple[int, ...]) -> Iterator[_Pause]:
+    """The restate-servers' groups stopped for the block (thawed by a watchdog after
     `MOST_PAUSE` seconds, or if this process dies first)."""
-    if pid is None:
+    if not pids:
         yield _Pause(time.monotonic())
         return
     launched = time.monotonic()
+    groups = " ".join(f"-{pid}" for pid in pids)
     watchdog = subprocess.Popen(
-        ["/bin/sh", "-c", f"sleep {MOST_PAUSE}; kill -CONT -{pid}"],
+        ["/bin/sh", "-c", f"sleep {MOST_PAUSE}; kill -CONT {groups}"],
         start_new_session=True,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    stopped: list[int] = []
     try:
-        os.killpg(pid, signal.SIGSTOP)
-        try:
-            yield _Pause(time.monotonic(), watchdog, launched)
-        finally:
-            os.killpg(pid, signal.SIGCONT)
+        for pid in pids:
+            os.killpg(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        yield _Pause(time.monotonic(), watchdog, launched)
     finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGCONT)
         watchdog.kill()
         watchdog.wait()
 

@@ -25,7 +25,15 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from services.lifecycle.backup import CHUNK, FORMAT, MANIFEST, PARTS, VERSION, BackupError
+from services.lifecycle.backup import (
+    CHUNK,
+    FORMAT,
+    MANIFEST,
+    PARTS,
+    RESTATE_PARTS,
+    VERSION,
+    BackupError,
+)
 from services.lifecycle.leftovers import holding, sweep
 from services.stack.restored import RESTORED
 
@@ -215,11 +223,12 @@ def restore_backup(archive: Path, home: Path) -> dict[str, Any]:
     """Bring `archive` back into `home`, which must hold no installation; checked whole
     first, then extracted from the same open file. Leaves `restored.json` for the next
     start (`services.stack.restored`)."""
-    if (home / "restate").exists() and any((home / "restate").iterdir()):
-        raise BackupError(
-            f"{home} holds an installation already (its restate folder is not empty): "
-            "restore into a fresh home (TEASPILL_HOME)."
-        )
+    for part in RESTATE_PARTS:
+        if (home / part).is_dir() and any((home / part).iterdir()):
+            raise BackupError(
+                f"{home} holds an installation already (its {part} folder is not empty): "
+                "restore into a fresh home (TEASPILL_HOME)."
+            )
     with _opened(archive) as tar:
         manifest = _read_checked(archive, tar)
         home.mkdir(parents=True, exist_ok=True, mode=0o700)

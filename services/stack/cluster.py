@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -196,6 +197,40 @@ class ClusterNode(RestateServer):
     def serving(self) -> bool:
         """The node's ingress answers `GET /restate/health`."""
         return answers(f"{self.node.ingress_url}/restate/health")
+
+
+def nodes_with_data(home: Path) -> list[str]:
+    """The cluster's nodes whose data this home holds (`cluster/<node>`, not empty)."""
+    found = home / "cluster"
+    if not found.is_dir():
+        return []
+    return sorted(p.name for p in found.iterdir() if p.is_dir() and any(p.iterdir()))
+
+
+def same_node_ports(settings: Settings, layout: Layout) -> None:
+    """A StackError sentence unless every node that has data listens where it did: the
+    nodes know each other (the metadata cluster's members, the log's) by their node-to-node
+    addresses, kept in their data, so a node moved to another port is never found again."""
+    recorded: dict[str, int] = {}
+    with_data = nodes_with_data(settings.home)
+    for node in layout.nodes:
+        config = settings.home / "cluster" / f"{node.name}.toml"
+        if node.name not in with_data or not config.is_file():
+            continue
+        try:
+            recorded[node.name] = int(tomllib.loads(config.read_text())["bind-port"])
+        except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError):
+            continue
+    moved = [n for n in layout.nodes if recorded.get(n.name, n.node_port) != n.node_port]
+    if not moved:
+        return
+    said = ", ".join(f"{n.name}'s on {recorded[n.name]} (now {n.node_port})" for n in moved)
+    first = recorded.get(layout.nodes[0].name)
+    hint = f" Set TEASPILL_NODE_PORT={first}: node n1's, the others' follow it." if first else ""
+    raise StackError(
+        f"The cluster's data was made with other node-to-node ports: {said}. Its nodes know "
+        f"each other by these ports, kept in their data, so they cannot move.{hint}"
+    )
 
 
 def find_haproxy() -> Path:
@@ -373,6 +408,7 @@ class Cluster:
         return named
 
     def up(self, progress: Callable[[str], None] = lambda _: None) -> Cluster:
+        same_node_ports(self.settings, self.layout)
         try:
             find_haproxy()
             self._start_read_side(progress)
