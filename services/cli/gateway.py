@@ -32,6 +32,10 @@ KEYS_FILE = "cli-keys.json"
 CLI_KEY_NAME = "cli"
 """The name of the key the CLI makes itself: what its approvals are signed with."""
 KEY_WAIT = 30.0
+RETRY_FOR = 5.0
+"""Seconds the CLI's requests are sent again after no answer or a 503 (the client's own
+default is longer): enough for a Restate node's failover, short enough that a stack that
+is down is said soon."""
 
 
 def tenant_of(address: str) -> str:
@@ -43,7 +47,7 @@ def connect(settings: Settings, ingress: Ingress, tenant: str) -> Client:
     url = local_url(settings)
     kept = _kept(settings).get(tenant)
     if kept is not None:
-        client = Client(url, kept, timeout=600)
+        client = Client(url, kept, timeout=600, retry_for=RETRY_FOR)
         try:
             client.me()
         except ApiError as error:
@@ -59,7 +63,7 @@ def _fresh(settings: Settings, ingress: Ingress, tenant: str, url: str) -> Clien
     plaintext, key = new_key(tenant, "admin", datetime.now(UTC), CLI_KEY_NAME)
     ingress.call(ADD_KEY, key, tenant)
     _keep(settings, tenant, plaintext)
-    client = Client(url, plaintext, timeout=600)
+    client = Client(url, plaintext, timeout=600, retry_for=RETRY_FOR)
     deadline = time.monotonic() + KEY_WAIT
     while True:
         try:

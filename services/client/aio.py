@@ -33,7 +33,7 @@ from services.client.models import (
     NewKey,
     StopAccepted,
 )
-from services.client.reconnect import Backoff
+from services.client.reconnect import RETRY_FOR, Backoff
 from services.client.stream import Cursor, FrameParser, decode
 
 T = TypeVar("T")
@@ -55,9 +55,11 @@ class AsyncClient:
         key: str,
         *,
         timeout: float = 30.0,
+        retry_for: float = RETRY_FOR,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.retry_for = retry_for
         self._http = httpx.AsyncClient(
             base_url=self.url,
             timeout=timeout,
@@ -77,14 +79,27 @@ class AsyncClient:
         await self.aclose()
 
     async def _do(self, call: calls.Call[T]) -> T:
+        """Send `call`; after no answer or a 503 it is sent again for up to `retry_for`
+        seconds, when that cannot do anything twice (`calls.worth_again`)."""
         headers = {**({"content-type": "application/json"} if call.body else {}), **call.headers}
-        try:
-            response = await self._http.request(
-                call.method, call.path, params=call.params, content=call.body, headers=headers
-            )
-        except httpx.TransportError as error:
-            raise unreachable(self.url, error) from error
-        return call.decode(response.status_code, response.content)
+        backoff = Backoff(self.retry_for)
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params, content=call.body, headers=headers
+                )
+            except httpx.TransportError as error:
+                failure = unreachable(self.url, error)
+                sent = not isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+                if not calls.worth_again(call, failure, sent=sent) or backoff.exhausted():
+                    raise failure from error
+            else:
+                try:
+                    return call.decode(response.status_code, response.content)
+                except ApiError as refused:
+                    if not calls.worth_again(call, refused) or backoff.exhausted():
+                        raise
+            await asyncio.sleep(backoff.next_delay())
 
     async def send(
         self,

@@ -3,6 +3,7 @@ and the async client send exactly the same requests and decode the same answers.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -35,6 +36,7 @@ from services.client.models import (
 from services.client.models import Agent as AgentRow
 
 T = TypeVar("T")
+IDEMPOTENCY = "Idempotency-Key"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,16 @@ class Call(Generic[T]):
     params: dict[str, str | int] = field(default_factory=dict)
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    idempotent: bool = False
+    """Sending it twice does nothing twice: the gateway keys an approval's answer by its
+    request, and a second pause (or resume) finds the agent held (or running) already.
+    Not a stop: one sent again after the first applied could stop the next turn."""
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether sending it again, after an answer that was lost or a 503, cannot do
+        anything twice: a read, or a request with an idempotency key."""
+        return self.method == "GET" or self.idempotent or IDEMPOTENCY in self.headers
 
     def decode(self, status: int, content: bytes) -> T:
         if status >= 400:
@@ -53,6 +65,14 @@ class Call(Generic[T]):
             return msgspec.json.decode(content, type=self.answer)
         except msgspec.DecodeError as error:
             raise ApiError(status, f"the gateway answered something unexpected: {error}") from error
+
+
+def worth_again(call: Call[Any], error: ApiError, *, sent: bool = True) -> bool:
+    """Whether to send `call` again after `error`: no answer came, or a 503 (Restate's
+    ingress failing over, the read side restarting), and sending it again cannot do
+    anything twice: it never left (`sent` false: no connection was made), or it is
+    `repeatable`."""
+    return error.retryable and (call.repeatable or not sent)
 
 
 def agent_path(address: str) -> str:
@@ -72,7 +92,9 @@ def send(
 ) -> Call[Accepted]:
     body: dict[str, str] = {"text": text} | ({"kind": kind} if kind else {})
     body |= {"while_busy": while_busy} if while_busy else {}
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    # A key of its own when the caller gives none: a retry after a lost answer or a 503 is
+    # then the same send, which Restate keeps once.
+    headers = {IDEMPOTENCY: idempotency_key or f"client-{secrets.token_hex(16)}"}
     return Call(
         "POST", f"{agent_path(address)}/messages", Accepted, body=_json(body), headers=headers
     )
@@ -104,7 +126,7 @@ def answer(
     path = f"{agent_path(address)}/approvals/{quote(request_id, safe='')}"
     body: dict[str, Any] = {"approve": approve, "note": note}
     body |= {"answers": dict(answers)} if answers else {}
-    return Call("POST", path, ApprovalAccepted, body=_json(body))
+    return Call("POST", path, ApprovalAccepted, body=_json(body), idempotent=True)
 
 
 def stop(address: str) -> Call[StopAccepted]:
@@ -117,11 +139,11 @@ def fork(address: str, seq: int, new: str) -> Call[Forked]:
 
 
 def pause(address: str) -> Call[HoldAccepted]:
-    return Call("POST", f"{agent_path(address)}/pause", HoldAccepted)
+    return Call("POST", f"{agent_path(address)}/pause", HoldAccepted, idempotent=True)
 
 
 def resume(address: str) -> Call[HoldAccepted]:
-    return Call("POST", f"{agent_path(address)}/resume", HoldAccepted)
+    return Call("POST", f"{agent_path(address)}/resume", HoldAccepted, idempotent=True)
 
 
 def specs(kind: str | None) -> Call[SpecVersions]:

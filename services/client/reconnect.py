@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import time
 
+RETRY_FOR = 10.0
+"""Seconds a request is sent again after no answer or a 503, when that cannot do anything
+twice: a Restate node's failover takes about four."""
+
 
 class Backoff:
     """Delays of 0.1 s doubling up to 2 s while no connection is made; reset by a

@@ -72,7 +72,7 @@ async def test_every_refusal_is_an_api_error_with_the_sentence(world: World) -> 
         with pytest.raises(ApiError) as error:
             await bad.agents_page()
         assert error.value.status == 401
-    async with AsyncClient("http://127.0.0.1:1", "k") as nowhere:
+    async with AsyncClient("http://127.0.0.1:1", "k", retry_for=0) as nowhere:
         with pytest.raises(ApiError) as error:
             await nowhere.agent("acme.alpha")
         assert (error.value.status, error.value.retryable) == (0, True)
