@@ -1,7 +1,8 @@
 """What a crash leaves behind is removed by the next run of the same operation, and what a
 live process is still writing is not: a writer process SIGKILLed while its archived copy
-was staged (`archive/TENANT/.put-*`), and a backup SIGKILLed while it copied
-(`HOME/.backup-*`), each beside one of the same kind still running."""
+was staged (`archive/TENANT/.put-*`), a backup SIGKILLed while it copied
+(`HOME/.backup-*`), and one SIGKILLed while it wrote its archive (`.teaspill-partial-NAME`
+beside the target), each beside one of the same kind still running."""
 
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def stuck(home, staging, pid):
     print(staging, flush=True)
     sys.stdin.read()
 backup._copy_cut = stuck
+backup.create_backup(Path(sys.argv[1]), Path(sys.argv[2]), about={})
+"""
+
+STUCK_ARCHIVE = """
+import sys, tarfile
+from pathlib import Path
+from services.lifecycle import backup
+def stuck(self, *args, **kwargs):
+    print("writing", flush=True)
+    sys.stdin.read()
+tarfile.TarFile.addfile = stuck
 backup.create_backup(Path(sys.argv[1]), Path(sys.argv[2]), about={})
 """
 
@@ -121,4 +133,36 @@ def test_a_killed_backups_staging_goes_at_the_next_backup_and_a_running_ones_sta
 
         assert made.files == 1
         assert {p.name for p in home.glob(".backup-*")} == {Path(live_staging).name, plain.name}
+        assert live.poll() is None
+
+
+def test_a_killed_backups_half_archive_goes_at_the_next_backup_and_a_running_ones_stays(
+    tmp_path: Path,
+) -> None:
+    home, backups = tmp_path / "home", tmp_path / "backups"
+    (home / "hooks").mkdir(parents=True)
+    (home / "hooks" / "key").write_bytes(b"secret")
+    backups.mkdir()
+    with (
+        stuck(STUCK_ARCHIVE, str(home), str(backups / "dead.tgz")) as (dead, _),
+        stuck(STUCK_ARCHIVE, str(home), str(backups / "live.tgz")) as (live, _),
+    ):
+        dead.send_signal(signal.SIGKILL)
+        dead.wait()
+        names = {".teaspill-partial-dead.tgz", ".teaspill-partial-live.tgz"}
+        assert {p.name for p in backups.iterdir()} == names
+        for partial in backups.iterdir():
+            _aged(partial)
+        mine = backups / ".dead.tgz.partial"  # not a name a backup writes
+        mine.write_text("mine")
+        _aged(mine)
+
+        made = create_backup(home, backups / "next.tgz", about={})
+
+        assert made.files == 1
+        assert {p.name for p in backups.iterdir()} == {
+            ".teaspill-partial-live.tgz",
+            mine.name,
+            "next.tgz",
+        }
         assert live.poll() is None

@@ -77,6 +77,10 @@ MOST_PAUSE = 120
 RESTATE_PARTS = ("restate", "cluster")
 """The parts that are Restate's own data: a single node's, or a cluster's nodes'."""
 CHUNK = 1 << 20
+PARTIAL = ".teaspill-partial-"
+"""The archive's name while it is written, beside the target (`.teaspill-partial-NAME`):
+held while written and renamed to the target once whole; one a killed backup left is
+removed by the next backup into that folder (`leftovers`)."""
 STAGING = ".backup-"
 """The home's folder a backup copies into before it writes the archive: held (`leftovers`)
 while the backup runs, and removed at its end, or by the next backup after a crash."""
@@ -111,6 +115,7 @@ def create_backup(
     if target.exists():
         raise BackupError(f"{target} exists already: name a new file for the backup.")
     sweep(home, STAGING, folders=True)
+    sweep(target.parent, PARTIAL)
     staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=home))
     try:
         with holding(staging):
@@ -255,10 +260,14 @@ def _digest(path: Path) -> str:
 def _write_archive(staging: Path, target: Path, manifest: dict[str, Any]) -> None:
     """The manifest first, then every file and folder (links as links), written to a
     temporary name and renamed into place, so a half-written archive is never `target`."""
-    partial = target.with_name(f".{target.name}.partial")
+    partial = target.with_name(f"{PARTIAL}{target.name}")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
+        with (
+            holding(partial),
+            os.fdopen(fd, "wb") as out,
+            tarfile.open(fileobj=out, mode="w:gz") as tar,
+        ):
             raw = json.dumps(manifest, indent=1, sort_keys=True).encode()
             info = tarfile.TarInfo(MANIFEST)
             info.size, info.mode, info.mtime = len(raw), 0o600, int(time.time())  # noqa: TID251

@@ -1,4 +1,5 @@
-"""What a crash leaves behind: a file being written aside (`archive/TENANT/.put-*`) or a
+"""What a crash leaves behind: a file being written aside (`archive/TENANT/.put-*`, a
+backup's archive beside its target) or a
 backup's staging folder (`HOME/.backup-*`), and how the next run of the same operation
 removes it without touching one still in use.
 
